@@ -1,0 +1,10 @@
+//! The Kubernetes-facing vocabulary: the `TestWindow` resource and the fixed names
+//! (annotations, labels, finalizer, field managers) that everything else builds on.
+
+pub mod names;
+pub mod testwindow;
+
+pub use testwindow::{
+    CiInfo, Phase, Protect, ProtectedSummary, TestWindow, TestWindowSpec, TestWindowStatus,
+    WindowReport,
+};

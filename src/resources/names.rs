@@ -1,0 +1,50 @@
+//! Fixed names shared by the operator, the chart, the docs and the tests.
+//!
+//! They are part of the contract with users and other tools (Karpenter, Cluster Autoscaler,
+//! kubectl): changing one is a breaking change.
+
+/// API group of the `TestWindow` resource.
+pub const GROUP: &str = "disruption-guard.io";
+/// Finalizer that keeps a window until its protection is released.
+pub const FINALIZER: &str = "disruption-guard.io/cleanup";
+/// Field manager of every write the operator makes outside a window.
+pub const FIELD_MANAGER: &str = "disruption-guard";
+/// Label key set on every object the operator creates.
+pub const MANAGED_BY_KEY: &str = "app.kubernetes.io/managed-by";
+/// Label value set on every object the operator creates.
+pub const MANAGED_BY_VALUE: &str = "disruption-guard";
+/// Label on a guard-created PodDisruptionBudget naming the workload it covers.
+pub const WORKLOAD_LABEL: &str = "disruption-guard.io/workload";
+
+/// Karpenter: a pod or node with this annotation is not voluntarily disrupted.
+pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Cluster Autoscaler: a pod with `"false"` blocks scale-down of its node.
+pub const CA_SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+/// Cluster Autoscaler: a node with `"true"` is never scaled down.
+pub const CA_SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
+
+/// Karpenter v1 taint on a node it is disrupting (it never cordons).
+pub const KARPENTER_DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+/// Cluster Autoscaler taint on a node it is about to drain.
+pub const CA_TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+
+/// Deployment annotation: `"false"` opts a Deployment out of rollouts on drain.
+pub const ROLLOUT_ON_DRAIN: &str = "disruption-guard.io/rollout-on-drain";
+/// Pod-template annotation `kubectl rollout restart` sets; the drain watcher sets it the same way.
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
+/// The field manager a window's own writes use, so that releasing one window never removes
+/// what another window (or a person) set.
+pub fn window_field_manager(window_uid: &str) -> String {
+    format!("{FIELD_MANAGER}/{window_uid}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_field_manager_extends_the_base_manager() {
+        assert_eq!(window_field_manager("abc"), "disruption-guard/abc");
+    }
+}

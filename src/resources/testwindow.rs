@@ -1,0 +1,222 @@
+//! The `TestWindow` custom resource (`disruption-guard.io/v1alpha1`): a span of time during
+//! which the selected pods of one namespace are protected from voluntary disruption.
+//!
+//! The API server is the only state: the HTTP API creates and patches these objects, the
+//! window controller reads them and writes `status`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use kube::core::Duration;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of a test window.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "disruption-guard.io",
+    version = "v1alpha1",
+    kind = "TestWindow",
+    plural = "testwindows",
+    shortname = "tw",
+    namespaced,
+    status = "TestWindowStatus",
+    derive = "PartialEq",
+    doc = "A span of time during which the selected pods are protected from voluntary disruption.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Expires", type_ = "date", json_path = ".status.expiresAt"),
+    printcolumn(name = "Pods", type_ = "integer", json_path = ".status.protected.pods"),
+    printcolumn(
+        name = "Nodes",
+        type_ = "integer",
+        json_path = ".status.protected.nodes"
+    ),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".spec.reason"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TestWindowSpec {
+    /// Pods of this namespace to protect; an empty selector selects every pod.
+    #[serde(default)]
+    pub selector: LabelSelector,
+
+    /// How long the window stays open, counted from when it opened (Go duration: `30m`, `1h`).
+    #[x_kube(validation = Rule::new("duration(self) > duration('0s') && duration(self) <= duration('168h')").message("ttl must be a duration between 1s and 168h"))]
+    pub ttl: Duration,
+
+    /// Moment the window ends when it was renewed: overrides `openedAt + ttl` when later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Time>,
+
+    /// Set by a close: the window releases its protection and keeps its report.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closed: bool,
+
+    /// Free-form reason shown in `kubectl get tw`, Events and reports.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 256))]
+    pub reason: String,
+
+    /// What to protect; everything is on by default.
+    #[serde(default)]
+    pub protect: Protect,
+
+    /// Where the window comes from (CI provider, repository, run); shown in reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<CiInfo>,
+}
+
+/// Which kinds of protection a window applies.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Protect {
+    /// A PodDisruptionBudget (`maxUnavailable: 0`) per protected workload.
+    #[serde(default = "yes")]
+    pub pod_disruption_budgets: bool,
+    /// `karpenter.sh/do-not-disrupt` and `safe-to-evict: "false"` on each selected pod.
+    #[serde(default = "yes")]
+    pub do_not_disrupt: bool,
+    /// `do-not-disrupt` and `scale-down-disabled` on each node hosting a protected pod.
+    #[serde(default = "yes")]
+    pub nodes: bool,
+    /// Write the pod annotation as the Go duration ending at `expiresAt` (Karpenter 1.12+), so
+    /// Karpenter stops honouring it on time even if the operator is down at expiry.
+    #[serde(default)]
+    pub karpenter_duration: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Protect {
+    fn default() -> Self {
+        Self {
+            pod_disruption_budgets: true,
+            do_not_disrupt: true,
+            nodes: true,
+            karpenter_duration: false,
+        }
+    }
+}
+
+/// Free-form description of the CI run that opened a window.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CiInfo {
+    /// CI system, e.g. `github`, `gitlab`, `argocd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Repository the run belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// The CI system's id for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Link to the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// Lifecycle of a window.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// Accepted, protection not yet written.
+    #[default]
+    Pending,
+    /// Open: protection is kept in place.
+    Active,
+    /// Its time ran out; protection released.
+    Expired,
+    /// Closed by CI; protection released.
+    Closed,
+}
+
+impl Phase {
+    /// Whether the window has ended (protection released or being released).
+    pub fn is_final(self) -> bool {
+        matches!(self, Phase::Expired | Phase::Closed)
+    }
+}
+
+/// Observed state of a window, written only by the window controller.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TestWindowStatus {
+    /// Where the window is in its lifecycle.
+    #[serde(default)]
+    pub phase: Phase,
+    /// When the window opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<Time>,
+    /// When the window ends by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Time>,
+    /// When the window ended (closed or expired).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<Time>,
+    /// What is protected right now.
+    #[serde(default)]
+    pub protected: ProtectedSummary,
+    /// What happened to the selection while the window was open.
+    #[serde(default)]
+    pub report: WindowReport,
+    /// `Ready` is True once every piece of protection is written and observed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Counts and names of what a window protects.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProtectedSummary {
+    /// Workloads (Deployments, StatefulSets, ReplicaSets) covered by a PDB.
+    #[serde(default)]
+    pub workloads: u32,
+    /// Pods carrying the do-not-disrupt annotations.
+    #[serde(default)]
+    pub pods: u32,
+    /// Nodes carrying the do-not-disrupt annotations.
+    #[serde(default)]
+    pub nodes: u32,
+    /// PodDisruptionBudgets the window relies on: its own and reused ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pdbs: Vec<String>,
+    /// Of `pdbs`, those that existed before the window (owned by someone else).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reused_pdbs: Vec<String>,
+}
+
+/// What CI needs to know after its tests: did the environment stay stable?
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowReport {
+    /// Evictions of protected pods that a PDB refused.
+    #[serde(default)]
+    pub evictions_blocked: u32,
+    /// Selected pods that went away anyway (deleted, evicted, restarted).
+    #[serde(default)]
+    pub pods_disrupted: u32,
+    /// Names of the disrupted pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disrupted_pods: Vec<String>,
+    /// Rollouts the drain watcher made for the selection.
+    #[serde(default)]
+    pub rollouts: u32,
+    /// Nodes hosting protected pods that were disrupted (tainted, cordoned, deleted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes_disrupted: Vec<String>,
+}
+
+impl WindowReport {
+    /// True when nothing of the selection was disrupted.
+    pub fn is_clean(&self) -> bool {
+        self.pods_disrupted == 0 && self.nodes_disrupted.is_empty()
+    }
+}
