@@ -1,15 +1,26 @@
 //! Prometheus metrics of the operator, all prefixed `disruption_guard_`.
 //!
-//! Label values come from fixed vocabularies (phases, reasons, error categories), never from
-//! object names, so cardinality stays bounded.
+//! Each component owns its metric families (`window::WindowMetrics`, `drain::DrainMetrics`,
+//! `api::ApiMetrics`) and registers them here. Label values come from fixed vocabularies
+//! (phases, reasons, error categories), never from object names, so cardinality stays bounded.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
-/// The operator's metric registry and handles.
+use crate::api::ApiMetrics;
+use crate::drain::DrainMetrics;
+use crate::window::WindowMetrics;
+
+/// The operator's metric registry and the handles of every component.
 pub struct Metrics {
     registry: Registry,
+    /// Window controller metrics.
+    pub window: WindowMetrics,
+    /// Drain watcher metrics.
+    pub drain: DrainMetrics,
+    /// HTTP API metrics.
+    pub api: ApiMetrics,
 }
 
 impl Default for Metrics {
@@ -20,7 +31,18 @@ impl Default for Metrics {
             "Version of the running binary",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
-        Self { registry }
+        let window = WindowMetrics::default();
+        window.register(&mut registry);
+        let drain = DrainMetrics::default();
+        drain.register(&mut registry);
+        let api = ApiMetrics::default();
+        api.register(&mut registry);
+        Self {
+            registry,
+            window,
+            drain,
+            api,
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! Wiring of `disruption-guard operator`: one shared [`State`], the controllers and servers
-//! started together, one shutdown signal for all.
+//! Wiring of `disruption-guard operator`: one shared [`State`], the window controller, the
+//! drain watcher, the HTTP API and the admin endpoints started together, one shutdown signal
+//! for all.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use clap::Args;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 pub mod admin;
 pub mod metrics;
@@ -20,14 +21,6 @@ pub use metrics::Metrics;
 /// Flags of `disruption-guard operator`; each has a `DISRUPTION_GUARD_*` environment twin.
 #[derive(Debug, Clone, Args)]
 pub struct OperatorArgs {
-    /// Address of the HTTP API for CI.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_API_ADDR",
-        default_value = "0.0.0.0:8080"
-    )]
-    pub api_addr: SocketAddr,
-
     /// Address of the admin endpoints: /metrics, /healthz, /readyz.
     #[arg(
         long,
@@ -36,17 +29,18 @@ pub struct OperatorArgs {
     )]
     pub admin_addr: SocketAddr,
 
-    /// Audience ServiceAccount tokens must carry to be accepted by the API.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_TOKEN_AUDIENCE",
-        default_value = "disruption-guard"
-    )]
-    pub token_audience: String,
+    /// Only act in these namespaces (comma-separated); all namespaces when empty.
+    #[arg(long, env = "DISRUPTION_GUARD_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
 
-    /// Serve the API without authentication. For local runs only.
-    #[arg(long, env = "DISRUPTION_GUARD_INSECURE_NO_AUTH")]
-    pub insecure_no_auth: bool,
+    #[command(flatten)]
+    pub api: crate::api::ApiArgs,
+
+    #[command(flatten)]
+    pub window: crate::window::WindowArgs,
+
+    #[command(flatten)]
+    pub drain: crate::drain::DrainArgs,
 }
 
 /// Everything the controllers and servers share; cheap to clone.
@@ -54,6 +48,8 @@ pub struct OperatorArgs {
 pub struct State {
     /// Client for the cluster the operator runs against.
     pub client: Client,
+    /// The operator's flags.
+    pub args: Arc<OperatorArgs>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// Readiness: true once every watch has synced.
@@ -62,27 +58,40 @@ pub struct State {
     pub shutdown: CancellationToken,
 }
 
+impl State {
+    /// Whether the operator acts in `namespace` (the `--namespaces` scope).
+    pub fn in_scope(&self, namespace: &str) -> bool {
+        self.args.namespaces.is_empty() || self.args.namespaces.iter().any(|n| n == namespace)
+    }
+}
+
 /// Runs the operator until SIGINT or SIGTERM.
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let client = Client::try_default()
         .await
         .context("connecting to Kubernetes (in-cluster config or KUBECONFIG)")?;
     check_crd_installed(&client).await?;
-    if args.insecure_no_auth {
-        warn!("the HTTP API runs without authentication (--insecure-no-auth): local runs only");
-    }
 
     let state = State {
         client,
+        args: Arc::new(args),
         metrics: Arc::new(Metrics::default()),
         ready: Arc::new(admin::Readiness::default()),
         shutdown: shutdown::on_signal(),
     };
-    info!(admin_addr = %args.admin_addr, api_addr = %args.api_addr, "starting operator");
+    info!(
+        admin_addr = %state.args.admin_addr,
+        api_addr = %state.args.api.api_addr,
+        namespaces = ?state.args.namespaces,
+        "starting operator"
+    );
 
-    let admin = admin::serve(args.admin_addr, state.clone());
-    state.ready.mark_synced("startup");
-    admin.await?;
+    tokio::try_join!(
+        admin::serve(state.args.admin_addr, state.clone()),
+        crate::api::serve(state.clone()),
+        crate::window::run(state.clone()),
+        crate::drain::run(state.clone()),
+    )?;
     info!("operator stopped");
     Ok(())
 }

@@ -1,0 +1,184 @@
+//! Shared support for integration tests against the real local cluster.
+//!
+//! One cluster per test run: `KUBECONFIG` when set (the Makefile brings the cluster up),
+//! otherwise `tests/cluster/up` is run once. Each test runs in its own random namespace, which
+//! is dumped when the test fails and deleted afterwards.
+
+#![allow(dead_code)]
+
+pub mod fixtures;
+pub mod operator;
+pub mod wait;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use rand::Rng;
+
+/// Label carried by every namespace a test creates.
+pub const TEST_NAMESPACE_LABEL: &str = "disruption-guard.io/test";
+
+/// Path of the kubeconfig of the shared test cluster, bringing the cluster up if needed.
+pub fn kubeconfig() -> &'static PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Some(path) = std::env::var_os("KUBECONFIG") {
+            return PathBuf::from(path);
+        }
+        let up = repo_root().join("tests/cluster/up");
+        let out = Command::new(&up)
+            .output()
+            .expect("running tests/cluster/up");
+        assert!(
+            out.status.success(),
+            "tests/cluster/up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).expect("utf-8 from tests/cluster/up");
+        let last = stdout
+            .lines()
+            .last()
+            .expect("tests/cluster/up printed nothing");
+        let path = last
+            .strip_prefix("export KUBECONFIG=")
+            .unwrap_or_else(|| panic!("unexpected last line of tests/cluster/up: {last}"));
+        // SAFETY: set once, before any test spawns threads that read the environment of its
+        // own, so child processes (kubectl) see the same cluster.
+        unsafe { std::env::set_var("KUBECONFIG", path) };
+        PathBuf::from(path)
+    })
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// kubectl built for the test cluster (falls back to `kubectl` on PATH).
+pub fn kubectl() -> Command {
+    let cache = std::env::var_os("DISRUPTION_GUARD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/disruption-guard")
+        });
+    let built = cache.join("kubernetes-v1.36.3/kubectl");
+    let mut cmd = Command::new(if built.exists() {
+        built
+    } else {
+        PathBuf::from("kubectl")
+    });
+    cmd.env("KUBECONFIG", kubeconfig());
+    cmd
+}
+
+/// A client for the test cluster. Create one per test: a client is bound to its runtime.
+pub async fn client() -> Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig()).expect("reading the test kubeconfig");
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("loading the test kubeconfig");
+    config.read_timeout = Some(std::time::Duration::from_secs(60));
+    // Tests must see 429s (PDB-blocked evictions) instead of kube retrying them.
+    config.default_retry = false;
+    Client::try_from(config).expect("building a client")
+}
+
+/// Runs `test` in a fresh namespace; dumps the namespace when the test fails, then deletes it.
+pub async fn with_namespace<F, Fut>(test: F)
+where
+    F: FnOnce(Client, String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let client = client().await;
+    let ns = create_namespace(&client).await;
+    let result = tokio::spawn(test(client.clone(), ns.clone())).await;
+    if result.is_err() {
+        dump_namespace(&ns);
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    let _ = nodes
+        .delete_collection(
+            &DeleteParams::background(),
+            &ListParams::default().labels(&format!("{TEST_NAMESPACE_LABEL}={ns}")),
+        )
+        .await;
+    let namespaces: Api<Namespace> = Api::all(client);
+    let _ = namespaces.delete(&ns, &DeleteParams::background()).await;
+    if let Err(err) = result {
+        std::panic::resume_unwind(err.into_panic());
+    }
+}
+
+async fn create_namespace(client: &Client) -> String {
+    let suffix: String = rand::rng()
+        .sample_iter(rand::distr::Alphanumeric)
+        .take(8)
+        .map(|c| char::from(c).to_ascii_lowercase())
+        .collect();
+    let name = format!("dg-test-{suffix}");
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {TEST_NAMESPACE_LABEL: "true"}}
+    }))
+    .expect("namespace fixture");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("creating the test namespace");
+    // The ServiceAccount admission plugin refuses pods until the namespace's default
+    // ServiceAccount exists.
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+    wait::until(
+        "the default ServiceAccount",
+        std::time::Duration::from_secs(30),
+        || async { sas.get_opt("default").await.ok().flatten().is_some() },
+    )
+    .await;
+    name
+}
+
+/// Creates a kwok node for this test only (deleted with the namespace) and waits until it is
+/// Ready. Its pods can be pinned with `node_selector("disruption-guard.io/test-node", name)`.
+pub async fn create_ready_node(client: &Client, ns: &str, name: &str) -> Node {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(&PostParams::default(), &fixtures::kwok_node(name, ns))
+        .await
+        .expect("creating a kwok node");
+    wait::for_some(
+        "the node to become Ready",
+        std::time::Duration::from_secs(30),
+        || async {
+            let node = nodes.get(name).await.ok()?;
+            let ready = node
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            ready.then_some(node)
+        },
+    )
+    .await
+}
+
+/// Prints the namespace's objects and events to stderr (cargo shows it for failed tests).
+pub fn dump_namespace(ns: &str) {
+    let out = kubectl()
+        .args(["get", "all,pdb,events,testwindows", "-n", ns, "-o", "yaml"])
+        .output();
+    match out {
+        Ok(out) => eprintln!(
+            "--- objects in namespace {ns} ---\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(err) => eprintln!("could not dump namespace {ns}: {err}"),
+    }
+}

@@ -1,0 +1,42 @@
+//! Polling helpers: wait for a condition with a deadline and a clear failure message.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Polls `check` every 100 ms until it is true; panics naming `what` after `limit`.
+pub async fn until<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Polls `get` every 100 ms until it returns `Some`; panics naming `what` after `limit`.
+pub async fn for_some<T, F, Fut>(what: &str, limit: Duration, mut get: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = get().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
