@@ -4,6 +4,9 @@
 //! The API server is the only state: the HTTP API creates and patches these objects, the
 //! window controller reads them and writes `status`.
 
+// `printcolumn(...)` repeats `type_ = ...` by design; clippy reads that as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::core::Duration;
 use kube::{CustomResource, KubeSchema};
