@@ -87,6 +87,10 @@ async fn readyz(AxumState(state): AxumState<State>) -> impl IntoResponse {
 }
 
 async fn metrics(AxumState(state): AxumState<State>) -> impl IntoResponse {
+    state
+        .metrics
+        .leader
+        .set(i64::from(state.leader.is_leader()));
     (
         [(
             header::CONTENT_TYPE,

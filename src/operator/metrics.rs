@@ -5,6 +5,7 @@
 //! (phases, reasons, error categories), never from object names, so cardinality stays bounded.
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
@@ -15,6 +16,8 @@ use crate::window::WindowMetrics;
 /// The operator's metric registry and the handles of every component.
 pub struct Metrics {
     registry: Registry,
+    /// 1 while this replica holds the leader Lease (or runs without election).
+    pub leader: Gauge,
     /// Window controller metrics.
     pub window: WindowMetrics,
     /// Drain watcher metrics.
@@ -31,6 +34,12 @@ impl Default for Metrics {
             "Version of the running binary",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica may write (holds the leader Lease)",
+            leader.clone(),
+        );
         let window = WindowMetrics::default();
         window.register(&mut registry);
         let drain = DrainMetrics::default();
@@ -39,6 +48,7 @@ impl Default for Metrics {
         api.register(&mut registry);
         Self {
             registry,
+            leader,
             window,
             drain,
             api,

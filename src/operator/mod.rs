@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub mod admin;
+pub mod leader;
 pub mod metrics;
 pub mod shutdown;
 
@@ -33,6 +34,34 @@ pub struct OperatorArgs {
     #[arg(long, env = "DISRUPTION_GUARD_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
 
+    /// Elect one writer among replicas over a coordination.k8s.io Lease.
+    #[arg(long, env = "DISRUPTION_GUARD_LEADER_ELECTION")]
+    pub leader_election: bool,
+
+    /// Namespace of the leader-election Lease (default: the pod's namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub leader_election_namespace: String,
+
+    /// Name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_LEADER_ELECTION_LEASE",
+        default_value = "disruption-guard"
+    )]
+    pub leader_election_lease: String,
+
+    /// This replica's identity in the election (default: the pod name, else the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_election_identity: Option<String>,
+
+    /// Seconds a Lease stays valid without renewal; renewals happen every third of it.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_LEASE_DURATION_SECONDS",
+        default_value_t = 15
+    )]
+    pub lease_duration_seconds: u64,
+
     #[command(flatten)]
     pub api: crate::api::ApiArgs,
 
@@ -52,6 +81,8 @@ pub struct State {
     pub args: Arc<OperatorArgs>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Whether this replica may write (leader election).
+    pub leader: leader::Leadership,
     /// Readiness: true once every watch has synced.
     pub ready: Arc<admin::Readiness>,
     /// Cancelled when the process is asked to stop.
@@ -72,12 +103,31 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .context("connecting to Kubernetes (in-cluster config or KUBECONFIG)")?;
     check_crd_installed(&client).await?;
 
+    let shutdown = shutdown::on_signal();
+    let (elector, leader) = if args.leader_election {
+        let identity = args
+            .leader_election_identity
+            .clone()
+            .unwrap_or_else(hostname);
+        let config = leader::ElectionConfig {
+            namespace: args.leader_election_namespace.clone(),
+            name: args.leader_election_lease.clone(),
+            identity,
+            lease_duration: std::time::Duration::from_secs(args.lease_duration_seconds),
+            retry_period: std::time::Duration::from_secs(args.lease_duration_seconds.div_ceil(3)),
+        };
+        let (elector, leader) = leader::Elector::new(client.clone(), config);
+        (Some(elector), leader)
+    } else {
+        (None, leader::Leadership::Always)
+    };
     let state = State {
         client,
+        leader,
         args: Arc::new(args),
         metrics: Arc::new(Metrics::default()),
         ready: Arc::new(admin::Readiness::default()),
-        shutdown: shutdown::on_signal(),
+        shutdown,
     };
     info!(
         admin_addr = %state.args.admin_addr,
@@ -86,7 +136,14 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         "starting operator"
     );
 
+    let election = async {
+        match elector {
+            Some(elector) => elector.run(state.shutdown.clone()).await,
+            None => Ok(()),
+        }
+    };
     tokio::try_join!(
+        election,
         admin::serve(state.args.admin_addr, state.clone()),
         crate::api::serve(state.clone()),
         crate::window::run(state.clone()),
@@ -94,6 +151,15 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     )?;
     info!("operator stopped");
     Ok(())
+}
+
+/// The host name, the default identity outside a pod.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| format!("disruption-guard-{}", std::process::id()))
 }
 
 /// Fails with a clear message when the TestWindow CRD is not installed.
