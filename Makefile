@@ -25,6 +25,7 @@ run: ## Local cluster + operator in the foreground (Ctrl-C stops the operator; m
 
 test: lint ## Everything CI runs
 	@set -euo pipefail; \
+	$(CLUSTER)/build --with-helm; \
 	trap '$(CLUSTER)/down' EXIT; \
 	eval "$$($(CLUSTER)/up)"; \
 	cargo test --no-fail-fast
