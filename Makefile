@@ -25,9 +25,9 @@ run: ## Local cluster + operator in the foreground (Ctrl-C stops the operator; m
 
 test: lint ## Everything CI runs
 	@set -euo pipefail; \
-	$(CLUSTER)/build --with-helm; \
+	$(CLUSTER)/build --with-helm --with-karpenter; \
 	trap '$(CLUSTER)/down' EXIT; \
-	eval "$$($(CLUSTER)/up)"; \
+	eval "$$($(CLUSTER)/up --with-karpenter)"; \
 	cargo test --no-fail-fast
 
 lint:
