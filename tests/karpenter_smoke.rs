@@ -36,6 +36,11 @@ async fn karpenter_provisions_a_node_for_a_pending_pod_and_removes_it_once_empty
             }
         }))
         .unwrap();
+        let karpenter = support::kubectl().args(["get", "nodepool", "default"]).output().unwrap();
+        assert!(
+            karpenter.status.success(),
+            "Karpenter is not running in this cluster: start it with tests/cluster/up --with-karpenter"
+        );
         let started = Instant::now();
         deployments.create(&PostParams::default(), &app).await.unwrap();
 
