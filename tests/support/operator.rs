@@ -17,6 +17,7 @@ pub struct Operator {
     /// File its logs go to.
     pub log: PathBuf,
     args: Vec<String>,
+    kubeconfig: PathBuf,
     api_port: u16,
     admin_port: u16,
 }
@@ -82,6 +83,12 @@ impl Operator {
 
     /// Starts an operator with exactly `args` (plus its ports).
     pub async fn start_with(ns: &str, args: Vec<String>) -> Operator {
+        Self::start_as(ns, args, super::kubeconfig().clone()).await
+    }
+
+    /// Starts an operator with `args`, authenticating with `kubeconfig` (e.g. the chart's
+    /// ServiceAccount from [`super::chart_identity::ChartIdentity`]).
+    pub async fn start_as(ns: &str, args: Vec<String>, kubeconfig: PathBuf) -> Operator {
         ensure_crd();
         let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("operator-{ns}.log"));
         let (api_port, admin_port) = (free_port(), free_port());
@@ -91,6 +98,7 @@ impl Operator {
             admin: format!("http://127.0.0.1:{admin_port}"),
             log,
             args,
+            kubeconfig,
             api_port,
             admin_port,
         };

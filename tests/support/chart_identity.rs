@@ -1,0 +1,121 @@
+//! Runs the operator with exactly the chart's RBAC: renders the chart's ServiceAccount and
+//! RBAC templates into the test cluster, mints a token for that ServiceAccount (TokenRequest,
+//! via `kubectl create token`) and writes a kubeconfig that uses it. A test that passes with
+//! this kubeconfig proves the chart grants enough; a missing verb fails it with a 403.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use kube::config::Kubeconfig;
+
+/// The chart's identity in one test namespace; its cluster-scoped RBAC is deleted on drop.
+pub struct ChartIdentity {
+    /// Kubeconfig authenticating as the chart's ServiceAccount.
+    pub kubeconfig: PathBuf,
+    rendered: Vec<u8>,
+}
+
+fn helm() -> PathBuf {
+    let cache = std::env::var_os("DISRUPTION_GUARD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/disruption-guard")
+        });
+    std::fs::read_dir(&cache)
+        .expect("the component cache")
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("helm"))
+        .find(|p| p.exists())
+        .expect("helm is not built: run tests/cluster/build --with-helm")
+}
+
+impl ChartIdentity {
+    /// Installs the chart's ServiceAccount and RBAC as release `dg-<ns>` in `ns`.
+    pub fn install(ns: &str) -> ChartIdentity {
+        let release = format!("dg-{}", &ns[ns.len().saturating_sub(8)..]);
+        let out = Command::new(helm())
+            .args([
+                "template",
+                &release,
+                "--namespace",
+                ns,
+                "--kube-version",
+                "1.36.3",
+            ])
+            .args([
+                "--show-only",
+                "templates/serviceaccount.yaml",
+                "--show-only",
+                "templates/rbac.yaml",
+            ])
+            .arg(super::repo_root().join("charts/disruption-guard"))
+            .output()
+            .expect("helm template");
+        assert!(
+            out.status.success(),
+            "helm template: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rendered = out.stdout;
+        let mut apply = super::kubectl()
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        apply.stdin.take().unwrap().write_all(&rendered).unwrap();
+        assert!(
+            apply.wait().unwrap().success(),
+            "applying the chart's RBAC failed"
+        );
+
+        let sa = format!("{release}-disruption-guard");
+        let token = super::kubectl()
+            .args(["create", "token", &sa, "-n", ns, "--duration=2h"])
+            .output()
+            .unwrap();
+        assert!(
+            token.status.success(),
+            "kubectl create token: {}",
+            String::from_utf8_lossy(&token.stderr)
+        );
+        let token = String::from_utf8(token.stdout).unwrap().trim().to_string();
+
+        let admin = Kubeconfig::read_from(super::kubeconfig()).unwrap();
+        let cluster = admin.clusters[0].cluster.clone().unwrap();
+        let kubeconfig =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chart-sa-{ns}.kubeconfig"));
+        let yaml = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "test", "cluster": {
+                "server": cluster.server,
+                "certificate-authority": cluster.certificate_authority,
+            }}],
+            "users": [{"name": "chart-sa", "user": {"token": token}}],
+            "contexts": [{"name": "chart-sa", "context": {"cluster": "test", "user": "chart-sa", "namespace": ns}}],
+            "current-context": "chart-sa",
+        });
+        std::fs::write(&kubeconfig, serde_json::to_vec(&yaml).unwrap()).unwrap();
+        ChartIdentity {
+            kubeconfig,
+            rendered,
+        }
+    }
+}
+
+impl Drop for ChartIdentity {
+    fn drop(&mut self) {
+        if let Ok(mut delete) = super::kubectl()
+            .args(["delete", "--ignore-not-found", "--wait=false", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            let _ = delete.stdin.take().unwrap().write_all(&self.rendered);
+            let _ = delete.wait();
+        }
+    }
+}
