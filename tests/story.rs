@@ -33,8 +33,8 @@ struct RunFigures {
     pods_disrupted: usize,
     /// (seconds since the period started, Karpenter nodes).
     nodes_over_time: Vec<(u64, usize)>,
-    /// Guarded runs: how long after the window closed Karpenter got back to the node count
-    /// the unguarded run ended with.
+    /// Guarded runs: how long after the window closed Karpenter consolidated again (a node of
+    /// the window's time removed, and no more nodes than the unguarded run ended with).
     consolidated_after_close: Option<Duration>,
 }
 
@@ -73,12 +73,35 @@ async fn karpenter_nodes(client: &Client) -> usize {
     nodes
         .list(&ListParams::default().labels("karpenter.sh/nodepool=default"))
         .await
-        .map(|l| l.items.iter().filter(|n| n.metadata.deletion_timestamp.is_none()).count())
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|n| n.metadata.deletion_timestamp.is_none())
+                .count()
+        })
         .unwrap_or(0)
 }
 
+async fn karpenter_node_names(client: &Client) -> BTreeSet<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .list(&ListParams::default().labels("karpenter.sh/nodepool=default"))
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|n| n.metadata.deletion_timestamp.is_none())
+                .filter_map(|n| n.metadata.name)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 async fn ready_endpoints(slices: &Api<EndpointSlice>, app: &str) -> usize {
-    let Ok(list) = slices.list(&ListParams::default().labels(&format!("kubernetes.io/service-name={app}"))).await else {
+    let Ok(list) = slices
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={app}")))
+        .await
+    else {
         return 0;
     };
     list.items
@@ -89,8 +112,12 @@ async fn ready_endpoints(slices: &Api<EndpointSlice>, app: &str) -> usize {
 }
 
 async fn rollout_done(deployments: &Api<Deployment>, name: &str) -> bool {
-    let Ok(d) = deployments.get(name).await else { return false };
-    let (Some(spec), Some(status)) = (d.spec, d.status) else { return false };
+    let Ok(d) = deployments.get(name).await else {
+        return false;
+    };
+    let (Some(spec), Some(status)) = (d.spec, d.status) else {
+        return false;
+    };
     status.observed_generation == d.metadata.generation
         && status.updated_replicas == spec.replicas
         && status.available_replicas == spec.replicas
@@ -98,39 +125,84 @@ async fn rollout_done(deployments: &Api<Deployment>, name: &str) -> bool {
 }
 
 /// Deploys, rolls out, then samples for the test period; `guard` opens a window around it.
-async fn run_story(client: Client, ns: String, guard: Option<&Operator>, target_nodes: usize) -> RunFigures {
+async fn run_story(
+    client: Client,
+    ns: String,
+    guard: Option<&Operator>,
+    target_nodes: usize,
+) -> RunFigures {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     for name in APPS {
-        services.create(&PostParams::default(), &service(name)).await.unwrap();
-        deployments.create(&PostParams::default(), &app(name, "v1")).await.unwrap();
+        services
+            .create(&PostParams::default(), &service(name))
+            .await
+            .unwrap();
+        deployments
+            .create(&PostParams::default(), &app(name, "v1"))
+            .await
+            .unwrap();
     }
     for name in APPS {
-        wait::until("the first version to run", Duration::from_secs(120), || rollout_done(&deployments, name)).await;
+        wait::until("the first version to run", Duration::from_secs(120), || {
+            rollout_done(&deployments, name)
+        })
+        .await;
     }
     // 2. The rollout: the surge pod does not fit beside the others, Karpenter adds a node.
     let before = karpenter_nodes(&client).await;
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.invalid/cart:v2"}]}}}});
-    deployments.patch("cart", &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
-    wait::until("the rollout to finish", Duration::from_secs(120), || rollout_done(&deployments, "cart")).await;
-    eprintln!("story: Karpenter nodes before the rollout {before}, after {}", karpenter_nodes(&client).await);
+    deployments
+        .patch("cart", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .unwrap();
+    wait::until("the rollout to finish", Duration::from_secs(120), || {
+        rollout_done(&deployments, "cart")
+    })
+    .await;
+    eprintln!(
+        "story: Karpenter nodes before the rollout {before}, after {}",
+        karpenter_nodes(&client).await
+    );
 
     // 3./4. The tests start; when guarded, `disruption-guard run` starts them only once the
     // window's protection is in effect (the marker file is the first thing they do).
-    let marker = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("story-{ns}.started"));
+    let marker =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("story-{ns}.started"));
     let mut runner = guard.map(|op| {
-        let script = format!("touch {} && sleep {}", marker.display(), TEST_PERIOD.as_secs());
+        let script = format!(
+            "touch {} && sleep {}",
+            marker.display(),
+            TEST_PERIOD.as_secs()
+        );
         tokio::process::Command::new(support::operator::binary())
-            .args(["run", "--server", &op.api, "-n", &ns, "-l", "story=true", "--ttl", "10m", "--reason", "story"])
+            .args([
+                "run",
+                "--server",
+                &op.api,
+                "-n",
+                &ns,
+                "-l",
+                "story=true",
+                "--ttl",
+                "10m",
+                "--reason",
+                "story",
+            ])
             .args(["--", "sh", "-c", &script])
             .kill_on_drop(true)
             .spawn()
             .expect("disruption-guard run")
     });
     if runner.is_some() {
-        wait::until("disruption-guard run to start the tests", Duration::from_secs(60), || async { marker.exists() }).await;
+        wait::until(
+            "disruption-guard run to start the tests",
+            Duration::from_secs(60),
+            || async { marker.exists() },
+        )
+        .await;
     }
     let seen_before: BTreeSet<String> = pods
         .list(&ListParams::default().labels("story=true"))
@@ -147,14 +219,17 @@ async fn run_story(client: Client, ns: String, guard: Option<&Operator>, target_
     while started.elapsed() < TEST_PERIOD {
         for name in APPS {
             if ready_endpoints(&slices, name).await == 0 {
-                *figures.downtime.entry(name.to_string()).or_default() += SAMPLE_EVERY.as_secs_f64();
+                *figures.downtime.entry(name.to_string()).or_default() +=
+                    SAMPLE_EVERY.as_secs_f64();
             } else {
                 figures.downtime.entry(name.to_string()).or_default();
             }
         }
         if last_node_sample.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
             last_node_sample = Some(Instant::now());
-            figures.nodes_over_time.push((started.elapsed().as_secs(), karpenter_nodes(&client).await));
+            figures
+                .nodes_over_time
+                .push((started.elapsed().as_secs(), karpenter_nodes(&client).await));
             if let Ok(list) = pods.list(&ListParams::default().labels("story=true")).await {
                 seen.extend(list.items.into_iter().filter_map(|p| p.metadata.name));
             }
@@ -165,11 +240,20 @@ async fn run_story(client: Client, ns: String, guard: Option<&Operator>, target_
     figures.pods_disrupted = seen.len() - seen_before.len();
     if let Some(mut runner) = runner.take() {
         let status = runner.wait().await.unwrap();
-        assert!(status.success(), "disruption-guard run exits with sleep's code 0");
+        assert!(
+            status.success(),
+            "disruption-guard run exits with sleep's code 0"
+        );
         let closed = Instant::now();
-        wait::until("Karpenter to consolidate after the window", Duration::from_secs(240), || async {
-            karpenter_nodes(&client).await <= target_nodes
-        })
+        let at_close = karpenter_node_names(&client).await;
+        wait::until(
+            "Karpenter to consolidate again after the window",
+            Duration::from_secs(240),
+            || async {
+                let now = karpenter_node_names(&client).await;
+                now.len() <= target_nodes && !at_close.is_subset(&now)
+            },
+        )
         .await;
         figures.consolidated_after_close = Some(closed.elapsed());
     }
@@ -177,24 +261,36 @@ async fn run_story(client: Client, ns: String, guard: Option<&Operator>, target_
 }
 
 fn print(label: &str, f: &RunFigures) {
-    eprintln!("story [{label}] seconds without a ready endpoint: {:?}", f.downtime);
+    eprintln!(
+        "story [{label}] seconds without a ready endpoint: {:?}",
+        f.downtime
+    );
     eprintln!("story [{label}] pods disrupted: {}", f.pods_disrupted);
-    eprintln!("story [{label}] Karpenter nodes over time (s, nodes): {:?}", f.nodes_over_time);
+    eprintln!(
+        "story [{label}] Karpenter nodes over time (s, nodes): {:?}",
+        f.nodes_over_time
+    );
     if let Some(after) = f.consolidated_after_close {
-        eprintln!("story [{label}] back to the unguarded node count {after:?} after the window closed");
+        eprintln!("story [{label}] Karpenter consolidated again {after:?} after the window closed");
     }
 }
 
 async fn story(guarded: bool, target_nodes: usize) -> RunFigures {
     let client = support::client().await;
     // Start from an empty pool: nodes of an earlier run must not host this one.
-    wait::until("Karpenter to remove leftover nodes", Duration::from_secs(180), || async {
-        karpenter_nodes(&client).await == 0
-    })
+    wait::until(
+        "Karpenter to remove leftover nodes",
+        Duration::from_secs(180),
+        || async { karpenter_nodes(&client).await == 0 },
+    )
     .await;
     let (tx, rx) = tokio::sync::oneshot::channel();
     with_namespace(move |client, ns| async move {
-        let op = if guarded { Some(Operator::start(&ns, &[]).await) } else { None };
+        let op = if guarded {
+            Some(Operator::start(&ns, &[]).await)
+        } else {
+            None
+        };
         let figures = run_story(client, ns, op.as_ref(), target_nodes).await;
         let _ = tx.send(figures);
     })
@@ -204,8 +300,14 @@ async fn story(guarded: bool, target_nodes: usize) -> RunFigures {
 
 #[tokio::test]
 async fn karpenter_consolidation_kills_lone_pods_mid_test_unless_a_window_protects_them() {
-    let karpenter = support::kubectl().args(["get", "nodepool", "default"]).output().unwrap();
-    assert!(karpenter.status.success(), "Karpenter is not running: start it with tests/cluster/up --with-karpenter");
+    let karpenter = support::kubectl()
+        .args(["get", "nodepool", "default"])
+        .output()
+        .unwrap();
+    assert!(
+        karpenter.status.success(),
+        "Karpenter is not running: start it with tests/cluster/up --with-karpenter"
+    );
 
     let without = story(false, 0).await;
     print("without the guard", &without);
@@ -218,6 +320,13 @@ async fn karpenter_consolidation_kills_lone_pods_mid_test_unless_a_window_protec
     let target = without.nodes_over_time.last().map_or(1, |(_, n)| *n);
     let with = story(true, target).await;
     print("with the guard", &with);
-    assert_eq!(with.pods_disrupted, 0, "no pod of the window's selection was disrupted");
-    assert!(with.downtime.values().all(|s| *s == 0.0), "every Deployment kept a ready endpoint: {:?}", with.downtime);
+    assert_eq!(
+        with.pods_disrupted, 0,
+        "no pod of the window's selection was disrupted"
+    );
+    assert!(
+        with.downtime.values().all(|s| *s == 0.0),
+        "every Deployment kept a ready endpoint: {:?}",
+        with.downtime
+    );
 }
