@@ -161,6 +161,9 @@ pub struct TestWindowStatus {
     /// When the window ends by itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
+    /// When every piece of protection was first in place (the window first became Ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<Time>,
     /// When the window ended (closed or expired).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<Time>,

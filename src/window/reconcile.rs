@@ -256,9 +256,14 @@ fn next_status(
     } else {
         ProtectedSummary::default()
     };
+    let ready_at = previous
+        .ready_at
+        .clone()
+        .or_else(|| ready.then_some(Time(now)));
     TestWindowStatus {
         phase: timing.phase,
         opened_at: Some(Time(timing.opened_at)),
+        ready_at,
         expires_at: Some(Time(timing.expires_at)),
         ended_at: timing.ended_at.map(Time),
         protected,
@@ -303,7 +308,9 @@ async fn events(
     }
     if !is_ready(previous) && is_ready(status) {
         let latency = now.duration_since(timing.opened_at).as_secs_f64();
-        ctx.state.metrics.window.ready_after(latency);
+        if previous.ready_at.is_none() {
+            ctx.state.metrics.window.ready_after(latency);
+        }
         info!(window = %name, pods = plan.pods, nodes = plan.nodes, latency, "window ready");
         let note = status.conditions[0].message.clone();
         ctx.publish(window, EventType::Normal, "Ready", note).await;
