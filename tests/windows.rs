@@ -523,3 +523,159 @@ fn the_charts_crd_is_what_the_binary_generates() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_report_counts_blocked_evictions_disrupted_nodes_and_pods_deleted_anyway() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+
+        // A drain starts: the node is cordoned and the pod stays (its eviction is refused).
+        Api::<Node>::all(client.clone())
+            .patch(
+                &node,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+            )
+            .await
+            .unwrap();
+        wait::until(
+            "the report to show the blocked eviction and the node",
+            LIMIT,
+            || async {
+                let r = get_window(&client, &ns, "w").await.status.unwrap().report;
+                r.evictions_blocked == 1 && r.nodes_disrupted == vec![node.clone()]
+            },
+        )
+        .await;
+        let report = get_window(&client, &ns, "w").await.status.unwrap().report;
+        assert_eq!(report.pods_disrupted, 0);
+
+        // Somebody deletes the protected pod anyway.
+        Api::<Pod>::namespaced(client.clone(), &ns)
+            .delete(&pod_name, &DeleteParams::default())
+            .await
+            .unwrap();
+        wait::until("the report to show the disrupted pod", LIMIT, || async {
+            let r = get_window(&client, &ns, "w").await.status.unwrap().report;
+            r.pods_disrupted == 1 && r.disrupted_pods == vec![pod_name.clone()]
+        })
+        .await;
+        close(&client, &ns, "w").await;
+        let status = wait::for_some("the window to close", LIMIT, || async {
+            get_window(&client, &ns, "w")
+                .await
+                .status
+                .filter(|s| s.phase == Phase::Closed)
+        })
+        .await;
+        assert_eq!(
+            status.report.evictions_blocked, 1,
+            "the report stays after close"
+        );
+        assert_eq!(status.report.pods_disrupted, 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_rollout_by_the_guard_is_counted_and_its_replaced_pod_is_not_a_disruption() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (_node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+        wait::until("the window to track the Deployment", LIMIT, || async {
+            get_window(&client, &ns, "w").await.status.unwrap().tracking.restarted_at.contains_key("api")
+        })
+        .await;
+
+        // What the drain watcher does: `kubectl rollout restart`, written as disruption-guard.
+        let restart = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api"},
+            "spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": jiff::Timestamp::now().to_string()}}}}
+        });
+        Api::<Deployment>::namespaced(client.clone(), &ns)
+            .patch("api", &PatchParams::apply("disruption-guard"), &Patch::Apply(&restart))
+            .await
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        wait::until("the old pod to be replaced", LIMIT, || async {
+            pods.get_opt(&name(&pod)).await.unwrap().is_none()
+        })
+        .await;
+        wait::until("the report to count the rollout", LIMIT, || async {
+            let r = get_window(&client, &ns, "w").await.status.unwrap().report;
+            r.rollouts == 1
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let report = get_window(&client, &ns, "w").await.status.unwrap().report;
+        assert_eq!(report.pods_disrupted, 0, "{report:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_start_up_sweep_removes_what_no_window_wants_and_keeps_other_namespaces_windows() {
+    with_namespace(|client, ns| async move {
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        // A live window of another operator, in another namespace.
+        let other_ns = format!("{ns}-other");
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        namespaces
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": other_ns}})).unwrap())
+            .await
+            .unwrap();
+        support::operator::ensure_crd();
+        let live = open(&client, &other_ns, &window("elsewhere", "api", "10m", json!({}))).await;
+        let live_manager = format!("disruption-guard/{}", live.metadata.uid.unwrap());
+        let dead_manager = "disruption-guard/00000000-0000-0000-0000-00000000dead".to_string();
+
+        let dnd = |kind: &str, name: &str, key: &str| {
+            json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "annotations": {DND: "true", key: "x"}}})
+        };
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let nodes: Api<Node> = Api::all(client.clone());
+        pods.patch(&pod_name, &PatchParams::apply(&dead_manager), &Patch::Apply(dnd("Pod", &pod_name, SAFE_TO_EVICT)))
+            .await
+            .unwrap();
+        nodes
+            .patch(&node, &PatchParams::apply(&dead_manager), &Patch::Apply(dnd("Node", &node, SCALE_DOWN_DISABLED)))
+            .await
+            .unwrap();
+        nodes
+            .patch(&node, &PatchParams::apply(&live_manager), &Patch::Apply(dnd("Node", &node, "test/live")))
+            .await
+            .unwrap();
+        let stale: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": {"name": "stale-dg", "labels": {"app.kubernetes.io/managed-by": "disruption-guard"}},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "api"}}}
+        }))
+        .unwrap();
+        Api::<PodDisruptionBudget>::namespaced(client.clone(), &ns).create(&PostParams::default(), &stale).await.unwrap();
+
+        let _op = Operator::start(&ns, &[]).await;
+        wait::until("the leftovers to be swept", Duration::from_secs(5), || async {
+            let p = pods.get(&pod_name).await.unwrap();
+            let n = nodes.get(&node).await.unwrap();
+            guard_pdbs(&client, &ns).await.is_empty()
+                && guard_managers(&p.metadata).is_empty()
+                && annotation(&p.metadata, DND).is_none()
+                && guard_managers(&n.metadata) == vec![live_manager.clone()]
+        })
+        .await;
+        let n = nodes.get(&node).await.unwrap();
+        assert_eq!(annotation(&n.metadata, DND), Some("true"), "the live window's annotation stays");
+        assert_eq!(annotation(&n.metadata, "test/live"), Some("x"));
+        assert_eq!(annotation(&n.metadata, SCALE_DOWN_DISABLED), None);
+
+        let _ = Api::<TestWindow>::namespaced(client.clone(), &other_ns).delete("elsewhere", &DeleteParams::default()).await;
+        let _ = namespaces.delete(&other_ns, &DeleteParams::background()).await;
+    })
+    .await;
+}
