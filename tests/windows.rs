@@ -679,3 +679,99 @@ async fn the_start_up_sweep_removes_what_no_window_wants_and_keeps_other_namespa
     })
     .await;
 }
+
+/// Reasons of the Events recorded on window `name`.
+async fn event_reasons(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_renewal_extends_an_open_window_and_max_ttl_caps_it_with_events_on_the_way() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &["--max-ttl=1h"]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        open(&client, &ns, &window("w", "api", "6s", json!({}))).await;
+        let w = until_ready(&client, &ns, "w", LIMIT).await;
+        let status = w.status.unwrap();
+        let opened = status.opened_at.unwrap().0;
+        assert_eq!(
+            status.expires_at.unwrap().0,
+            opened + jiff::SignedDuration::from_secs(6)
+        );
+
+        Api::<TestWindow>::namespaced(client.clone(), &ns)
+            .patch(
+                "w",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"ttl": "100h"}})),
+            )
+            .await
+            .unwrap();
+        wait::until(
+            "the renewal, capped at --max-ttl",
+            Duration::from_secs(5),
+            || async {
+                let s = get_window(&client, &ns, "w").await.status.unwrap();
+                s.expires_at.unwrap().0 == opened + jiff::SignedDuration::from_hours(1)
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let s = get_window(&client, &ns, "w").await.status.unwrap();
+        assert_eq!(s.phase, Phase::Active, "renewed past its first ttl");
+        assert!(protected(&client, &ns, &name(&pod), &node).await);
+
+        close(&client, &ns, "w").await;
+        wait::until(
+            "Opened, Ready, Renewed and Closed Events",
+            LIMIT,
+            || async {
+                let reasons = event_reasons(&client, &ns, "w").await;
+                ["Opened", "Ready", "Renewed", "Closed"]
+                    .iter()
+                    .all(|r| reasons.iter().any(|x| x == r))
+            },
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_ended_window_keeps_its_report_for_the_retention_then_is_deleted() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &["--retention=3s"]).await;
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+        close(&client, &ns, "w").await;
+        let windows = Api::<TestWindow>::namespaced(client.clone(), &ns);
+        wait::until("the window to close", LIMIT, || async {
+            windows
+                .get("w")
+                .await
+                .unwrap()
+                .status
+                .is_some_and(|s| s.phase == Phase::Closed)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(
+            windows.get_opt("w").await.unwrap().is_some(),
+            "kept during the retention"
+        );
+        wait::until(
+            "the window to be deleted after the retention",
+            Duration::from_secs(10),
+            || async { windows.get_opt("w").await.unwrap().is_none() },
+        )
+        .await;
+    })
+    .await;
+}
