@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use clap::Args;
 use futures::stream::BoxStream;
-use futures::{StreamExt, future};
+use futures::{FutureExt, StreamExt, future};
 use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -114,7 +114,12 @@ where
             .default_backoff()
             .modify(trim)
             .reflect(writer)
-            .for_each(|_| future::ready(())),
+            .for_each(|event| {
+                if let Err(err) = event {
+                    warn!(error = %err, kind = K::kind(&()).as_ref(), "watch failed, retrying");
+                }
+                future::ready(())
+            }),
     );
     (reader, task)
 }
@@ -323,7 +328,15 @@ pub async fn run(state: State) -> anyhow::Result<()> {
         .with_config(ControllerConfig::default().concurrency(16))
         .graceful_shutdown_on(state.shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|_| future::ready(()))
+        .for_each(|result| {
+            // Reconcile failures are logged (and made Events) by the reconciler itself.
+            if let Err(err) = result
+                && !matches!(err, kube::runtime::controller::Error::ReconcilerFailed(..))
+            {
+                warn!(error = %err, "window controller");
+            }
+            future::ready(())
+        })
         .await;
     rs_task.abort();
     dep_task.abort();
@@ -358,22 +371,45 @@ fn windows_on_node(
 /// Waits for every cache, sweeps leftovers once, then opens the readiness gate.
 async fn startup(ctx: Arc<Context>) {
     let s = &ctx.stores;
-    let waited = tokio::try_join!(
-        s.windows.wait_until_ready(),
-        s.pods.wait_until_ready(),
-        s.nodes.wait_until_ready(),
-        s.pdbs.wait_until_ready(),
-        s.replica_sets.wait_until_ready(),
-        s.deployments.wait_until_ready(),
-        s.stateful_sets.wait_until_ready(),
-    );
-    if waited.is_err() {
-        return;
-    }
-    if let Some(claims) = &s.node_claims
-        && claims.wait_until_ready().await.is_err()
-    {
-        return;
+    let waits = async {
+        tokio::try_join!(
+            s.windows.wait_until_ready(),
+            s.pods.wait_until_ready(),
+            s.nodes.wait_until_ready(),
+            s.pdbs.wait_until_ready(),
+            s.replica_sets.wait_until_ready(),
+            s.deployments.wait_until_ready(),
+            s.stateful_sets.wait_until_ready(),
+        )?;
+        if let Some(claims) = &s.node_claims {
+            claims.wait_until_ready().await?;
+        }
+        Ok::<_, kube::runtime::reflector::store::WriterDropped>(())
+    };
+    tokio::pin!(waits);
+    loop {
+        tokio::select! {
+            done = &mut waits => match done {
+                Ok(()) => break,
+                Err(_) => return,
+            },
+            () = tokio::time::sleep(Duration::from_secs(5)) => {
+                let pending: Vec<&str> = [
+                    ("windows", s.windows.wait_until_ready().now_or_never().is_some()),
+                    ("pods", s.pods.wait_until_ready().now_or_never().is_some()),
+                    ("nodes", s.nodes.wait_until_ready().now_or_never().is_some()),
+                    ("pdbs", s.pdbs.wait_until_ready().now_or_never().is_some()),
+                    ("replicasets", s.replica_sets.wait_until_ready().now_or_never().is_some()),
+                    ("deployments", s.deployments.wait_until_ready().now_or_never().is_some()),
+                    ("statefulsets", s.stateful_sets.wait_until_ready().now_or_never().is_some()),
+                ]
+                .into_iter()
+                .filter(|(_, ready)| !ready)
+                .map(|(name, _)| name)
+                .collect();
+                warn!(?pending, "window controller caches still syncing");
+            }
+        }
     }
     for attempt in 1..=5 {
         match sweep::sweep(&ctx).await {

@@ -10,7 +10,7 @@ use futures::{StreamExt, stream};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use serde_json::json;
@@ -124,26 +124,55 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         status.protected.pods,
         status.protected.nodes,
     );
-    events(window, ctx, &previous, &status, &timing, &plan, now).await;
     if status != previous {
-        let body = json!({
-            "apiVersion": "disruption-guard.io/v1alpha1",
-            "kind": "TestWindow",
-            "status": status,
-        });
-        ctx.windows(window)
-            .patch_status(
-                &window.name_any(),
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&body),
-            )
-            .await
-            .map_err(Error::Status)?;
+        write_status(window, ctx, &status).await?;
     }
+    events(window, ctx, &previous, &status, &timing, &plan, now).await;
     if let Some(err) = failure {
         return Err(err);
     }
     Ok(requeue(&timing, &plan, now, args.retention_signed()))
+}
+
+/// Writes the status by server-side apply. When the installed CRD is older than this
+/// operator (a field of the status is not in its schema, e.g. after an upgrade: Helm never
+/// upgrades CRDs), apply is refused as a whole; the status is then replaced instead, so the
+/// API server prunes the unknown fields and the rest of the status is still written.
+async fn write_status(
+    window: &TestWindow,
+    ctx: &Context,
+    status: &TestWindowStatus,
+) -> Result<(), Error> {
+    let api = ctx.windows(window);
+    let body = json!({
+        "apiVersion": "disruption-guard.io/v1alpha1",
+        "kind": "TestWindow",
+        "status": status,
+    });
+    let applied = api
+        .patch_status(
+            &window.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await;
+    match applied {
+        Err(kube::Error::Api(s)) if s.message.contains("field not declared in schema") => {
+            warn!(
+                window = %window.name_any(),
+                message = %s.message,
+                "the installed TestWindow CRD is older than this operator; run `disruption-guard crd | kubectl apply --server-side -f -`"
+            );
+            let mut next = window.clone();
+            next.status = Some(status.clone());
+            next.metadata.managed_fields = None;
+            api.replace_status(&window.name_any(), &PostParams::default(), &next)
+                .await
+                .map(drop)
+                .map_err(Error::Status)
+        }
+        other => other.map(drop).map_err(Error::Status),
+    }
 }
 
 async fn write_all(ctx: &Context, view: &WindowView, plan: &Plan) -> Option<Error> {

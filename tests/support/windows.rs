@@ -3,6 +3,8 @@
 //! Helpers for window tests: TestWindow builders, waiting for Ready, and checks that no trace
 //! of the guard is left on pods, nodes and PDBs.
 
+#![allow(dead_code)]
+
 use std::time::Duration;
 
 use disruption_guard::resources::TestWindow;
