@@ -6,5 +6,5 @@ pub mod testwindow;
 
 pub use testwindow::{
     CiInfo, Phase, Protect, ProtectedSummary, TestWindow, TestWindowSpec, TestWindowStatus,
-    WindowReport,
+    TrackedPod, Tracking, WindowReport,
 };

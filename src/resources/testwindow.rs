@@ -44,6 +44,9 @@ use serde::{Deserialize, Serialize};
 pub struct TestWindowSpec {
     /// Pods of this namespace to protect; an empty selector selects every pod.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])").message("selector operators are In, NotIn, Exists and DoesNotExist"))]
+    #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))").message("In and NotIn need values; Exists and DoesNotExist take none"))]
+    #[x_kube(validation = Rule::new("!has(self.matchLabels) || self.matchLabels.all(k, size(k) > 0 && size(k) <= 317 && size(self.matchLabels[k]) <= 63)").message("matchLabels keys and values must be valid label keys and values"))]
     pub selector: LabelSelector,
 
     /// How long the window stays open, counted from when it opened (Go duration: `30m`, `1h`).
@@ -158,6 +161,9 @@ pub struct TestWindowStatus {
     /// When the window ends by itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
+    /// When every piece of protection was first in place (the window first became Ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<Time>,
     /// When the window ended (closed or expired).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<Time>,
@@ -173,6 +179,48 @@ pub struct TestWindowStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// What the controller remembers between reconciles to build the report (pods seen,
+    /// rollout markers); kept in the status so a restart of the operator loses nothing.
+    #[serde(default, skip_serializing_if = "Tracking::is_empty")]
+    pub tracking: Tracking,
+}
+
+/// Observations the report is computed from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Tracking {
+    /// Pods of the selection seen alive during the window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<TrackedPod>,
+    /// `restartedAt` of each protected Deployment's pod template when last seen.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub restarted_at: std::collections::BTreeMap<String, String>,
+}
+
+impl Tracking {
+    /// True when nothing is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty() && self.restarted_at.is_empty()
+    }
+}
+
+/// One pod of the selection as last seen.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrackedPod {
+    /// Pod name.
+    pub name: String,
+    /// Pod UID: a new pod under the same name is a different pod.
+    pub uid: String,
+    /// Sum of container restart counts.
+    #[serde(default)]
+    pub restarts: i32,
+    /// The ReplicaSet that owns it, if any (tells a rollout's replacement from a disruption).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_set: Option<String>,
+    /// Whether an eviction of it was seen blocked (counted once).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blocked: bool,
 }
 
 /// Counts and names of what a window protects.

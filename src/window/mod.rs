@@ -1,20 +1,429 @@
 //! The window controller: protects the pods an open `TestWindow` selects and releases the
 //! protection when the window closes, expires or is deleted.
+//!
+//! Layout: [`timing`] decides phases and times, [`plan`] decides the writes (both pure, with
+//! [`selector`], [`fields`] and [`report`] as helpers); [`apply`] makes the writes;
+//! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
+//! leftovers at start-up; this file wires the watches and the controller.
 
+pub mod apply;
+pub mod context;
+pub mod error;
+pub mod fields;
 mod metrics;
+pub mod plan;
+pub mod reconcile;
+pub mod report;
+pub mod selector;
+pub mod sweep;
+pub mod timing;
+
+#[cfg(test)]
+mod plan_tests;
 
 pub use metrics::WindowMetrics;
 
+use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use clap::Args;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt, future};
+use jiff::SignedDuration;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tracing::{info, warn};
 
 use crate::operator::State;
+use crate::resources::TestWindow;
+use crate::resources::names::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
+use context::{Context, Stores};
+use fields::{keep_own_entries, window_uids};
 
 /// Flags of the window controller.
 #[derive(Debug, Clone, Args)]
-pub struct WindowArgs {}
+pub struct WindowArgs {
+    /// Longest a window may stay open from when it opened, whatever its ttl or renewals ask.
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_TTL", default_value = "24h")]
+    pub max_ttl: kube::core::Duration,
+
+    /// How long a Closed or Expired window is kept, with its report, before it is deleted.
+    #[arg(long, env = "DISRUPTION_GUARD_RETENTION", default_value = "1h")]
+    pub retention: kube::core::Duration,
+}
+
+fn signed(d: kube::core::Duration) -> SignedDuration {
+    if d.is_negative() {
+        return SignedDuration::ZERO;
+    }
+    SignedDuration::try_from(std::time::Duration::from(d)).unwrap_or(SignedDuration::MAX)
+}
+
+impl WindowArgs {
+    /// `--max-ttl` as a signed duration.
+    pub fn max_ttl_signed(&self) -> SignedDuration {
+        signed(self.max_ttl)
+    }
+
+    /// `--retention` as a signed duration.
+    pub fn retention_signed(&self) -> SignedDuration {
+        signed(self.retention)
+    }
+}
+
+const GATE: &str = "window-controller";
+
+/// An Api over the operator's scope: one namespace when scoped to one, else cluster-wide
+/// (reconciles filter by scope).
+fn scoped<K>(client: &Client, namespaces: &[String]) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespaces {
+        [one] => Api::namespaced(client.clone(), one),
+        _ => Api::all(client.clone()),
+    }
+}
+
+/// A cache that is only read (never triggers a reconcile), driven by its own task.
+fn cache<K>(api: Api<K>, trim: fn(&mut K)) -> (Store<K>, tokio::task::JoinHandle<()>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let task = tokio::spawn(
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(trim)
+            .reflect(writer)
+            .for_each(|event| {
+                if let Err(err) = event {
+                    warn!(error = %err, kind = K::kind(&()).as_ref(), "watch failed, retrying");
+                }
+                future::ready(())
+            }),
+    );
+    (reader, task)
+}
+
+/// Hash of what matters about a node to windows: our annotations, our managers, and the
+/// disruption marks (kwok heartbeats and other status churn do not trigger reconciles).
+fn node_fingerprint(node: &Node) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    let annotations = node.annotations();
+    annotations.get(KARPENTER_DO_NOT_DISRUPT).hash(&mut h);
+    annotations.get(CA_SCALE_DOWN_DISABLED).hash(&mut h);
+    window_uids(&node.metadata).hash(&mut h);
+    node.metadata.deletion_timestamp.is_some().hash(&mut h);
+    if let Some(spec) = &node.spec {
+        spec.unschedulable.hash(&mut h);
+        for t in spec.taints.iter().flatten() {
+            (&t.key, &t.effect).hash(&mut h);
+        }
+    }
+    Some(h.finish())
+}
+
+/// Windows in `ns` that select `labels` or whose managers wrote to the object (`owners`).
+fn windows_for(
+    windows: &Store<TestWindow>,
+    ns: Option<&str>,
+    labels: &BTreeMap<String, String>,
+    owners: &std::collections::BTreeSet<String>,
+) -> Vec<ObjectRef<TestWindow>> {
+    windows
+        .state()
+        .iter()
+        .filter(|w| {
+            let uid = w.metadata.uid.as_deref().unwrap_or_default();
+            owners.contains(uid)
+                || (ns.is_some()
+                    && w.namespace().as_deref() == ns
+                    && selector::matches(&w.spec.selector, labels))
+        })
+        .map(|w| ObjectRef::from_obj(w.as_ref()))
+        .collect()
+}
+
+async fn discover_node_claims(client: &Client) -> Option<ApiResource> {
+    let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
+    match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok((ar, _)) => {
+            info!("Karpenter NodeClaims found: their nodes' claims are protected too");
+            Some(ar)
+        }
+        Err(_) => None,
+    }
+}
 
 /// Runs the window controller until shutdown.
 pub async fn run(state: State) -> anyhow::Result<()> {
-    state.shutdown.cancelled().await;
+    state.ready.register(GATE);
+    let client = state.client.clone();
+    let namespaces = state.args.namespaces.clone();
+    let cfg = watcher::Config::default();
+
+    let (windows, windows_writer) = reflector::store();
+    let window_stream = watcher(scoped::<TestWindow>(&client, &namespaces), cfg.clone())
+        .default_backoff()
+        .reflect(windows_writer)
+        .applied_objects();
+
+    let (pods, pods_writer) = reflector::store();
+    let pod_stream = watcher(scoped::<Pod>(&client, &namespaces), cfg.clone())
+        .default_backoff()
+        .modify(|p: &mut Pod| keep_own_entries(&mut p.metadata))
+        .reflect(pods_writer)
+        .touched_objects();
+
+    let (nodes, nodes_writer) = reflector::store();
+    let node_stream = watcher(Api::<Node>::all(client.clone()), cfg.clone())
+        .default_backoff()
+        .modify(|n: &mut Node| keep_own_entries(&mut n.metadata))
+        .reflect(nodes_writer)
+        .touched_objects()
+        .predicate_filter(node_fingerprint, PredicateConfig::default());
+
+    let (pdbs, pdbs_writer) = reflector::store();
+    let pdb_stream = watcher(
+        scoped::<PodDisruptionBudget>(&client, &namespaces),
+        cfg.clone(),
+    )
+    .default_backoff()
+    .reflect(pdbs_writer)
+    .touched_objects();
+
+    let (replica_sets, rs_task) = cache(scoped::<ReplicaSet>(&client, &namespaces), |r| {
+        r.metadata.managed_fields = None
+    });
+    let (deployments, dep_task) = cache(scoped::<Deployment>(&client, &namespaces), |d| {
+        keep_own_entries(&mut d.metadata)
+    });
+    let (stateful_sets, sts_task) = cache(scoped::<StatefulSet>(&client, &namespaces), |s| {
+        s.metadata.managed_fields = None
+    });
+
+    let claim_resource = discover_node_claims(&client).await;
+    let mut claim_store = None;
+    let claim_triggers: BoxStream<'static, ObjectRef<TestWindow>> = match &claim_resource {
+        Some(ar) => {
+            let writer = reflector::store::Writer::new(ar.clone());
+            let reader = writer.as_reader();
+            claim_store = Some(reader);
+            let windows = windows.clone();
+            let pods = pods.clone();
+            watcher(
+                Api::<DynamicObject>::all_with(client.clone(), ar),
+                cfg.clone(),
+            )
+            .default_backoff()
+            .modify(|c: &mut DynamicObject| keep_own_entries(&mut c.metadata))
+            .reflect(writer)
+            .touched_objects()
+            .filter_map(|r| future::ready(r.ok()))
+            .flat_map(move |claim: DynamicObject| {
+                let node = claim
+                    .data
+                    .pointer("/status/nodeName")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string);
+                let mut refs = windows_for(
+                    &windows,
+                    None,
+                    &BTreeMap::new(),
+                    &window_uids(&claim.metadata),
+                );
+                refs.extend(windows_on_node(&windows, &pods, node.as_deref()));
+                futures::stream::iter(refs)
+            })
+            .boxed()
+        }
+        None => futures::stream::pending().boxed(),
+    };
+
+    let stores = Stores {
+        windows: windows.clone(),
+        pods: pods.clone(),
+        nodes: nodes.clone(),
+        pdbs: pdbs.clone(),
+        replica_sets,
+        deployments,
+        stateful_sets,
+        node_claims: claim_store,
+    };
+    let reporter = Reporter {
+        controller: "disruption-guard".into(),
+        instance: std::env::var("POD_NAME")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok()),
+    };
+    let ctx = Arc::new(Context {
+        state: state.clone(),
+        stores: stores.clone(),
+        writer: apply::Writer {
+            client: client.clone(),
+            node_claims: claim_resource,
+        },
+        recorder: Recorder::new(client.clone(), reporter),
+        synced: AtomicBool::new(false),
+    });
+
+    tokio::spawn(startup(ctx.clone()));
+
+    let pod_windows = windows.clone();
+    let node_windows = windows.clone();
+    let node_pods = pods.clone();
+    let pdb_windows = windows.clone();
+    info!(namespaces = ?namespaces, "window controller starting");
+    Controller::for_stream(window_stream, windows)
+        .watches_stream(pod_stream, move |pod: Pod| {
+            windows_for(
+                &pod_windows,
+                pod.metadata.namespace.as_deref(),
+                pod.labels(),
+                &window_uids(&pod.metadata),
+            )
+        })
+        .watches_stream(node_stream, move |node: Node| {
+            let mut refs = windows_for(
+                &node_windows,
+                None,
+                &BTreeMap::new(),
+                &window_uids(&node.metadata),
+            );
+            refs.extend(windows_on_node(
+                &node_windows,
+                &node_pods,
+                node.metadata.name.as_deref(),
+            ));
+            refs
+        })
+        .watches_stream(pdb_stream, move |pdb: PodDisruptionBudget| {
+            pdb_windows
+                .state()
+                .iter()
+                .filter(|w| w.namespace() == pdb.namespace())
+                .map(|w| ObjectRef::from_obj(w.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_on(claim_triggers)
+        .with_config(ControllerConfig::default().concurrency(16))
+        .graceful_shutdown_on(state.shutdown.clone().cancelled_owned())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|result| {
+            // Reconcile failures are logged (and made Events) by the reconciler itself.
+            if let Err(err) = result
+                && !matches!(err, kube::runtime::controller::Error::ReconcilerFailed(..))
+            {
+                warn!(error = %err, "window controller");
+            }
+            future::ready(())
+        })
+        .await;
+    rs_task.abort();
+    dep_task.abort();
+    sts_task.abort();
+    info!("window controller stopped");
     Ok(())
+}
+
+/// Windows selecting a pod that runs on `node`.
+fn windows_on_node(
+    windows: &Store<TestWindow>,
+    pods: &Store<Pod>,
+    node: Option<&str>,
+) -> Vec<ObjectRef<TestWindow>> {
+    let Some(node) = node else { return vec![] };
+    let mut refs = vec![];
+    for pod in pods.state() {
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) {
+            refs.extend(windows_for(
+                windows,
+                pod.metadata.namespace.as_deref(),
+                pod.labels(),
+                &Default::default(),
+            ));
+        }
+    }
+    refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    refs.dedup();
+    refs
+}
+
+/// Waits for every cache, sweeps leftovers once, then opens the readiness gate.
+async fn startup(ctx: Arc<Context>) {
+    let s = &ctx.stores;
+    let waits = async {
+        tokio::try_join!(
+            s.windows.wait_until_ready(),
+            s.pods.wait_until_ready(),
+            s.nodes.wait_until_ready(),
+            s.pdbs.wait_until_ready(),
+            s.replica_sets.wait_until_ready(),
+            s.deployments.wait_until_ready(),
+            s.stateful_sets.wait_until_ready(),
+        )?;
+        if let Some(claims) = &s.node_claims {
+            claims.wait_until_ready().await?;
+        }
+        Ok::<_, kube::runtime::reflector::store::WriterDropped>(())
+    };
+    tokio::pin!(waits);
+    loop {
+        tokio::select! {
+            done = &mut waits => match done {
+                Ok(()) => break,
+                Err(_) => return,
+            },
+            () = tokio::time::sleep(Duration::from_secs(5)) => {
+                let pending: Vec<&str> = [
+                    ("windows", s.windows.wait_until_ready().now_or_never().is_some()),
+                    ("pods", s.pods.wait_until_ready().now_or_never().is_some()),
+                    ("nodes", s.nodes.wait_until_ready().now_or_never().is_some()),
+                    ("pdbs", s.pdbs.wait_until_ready().now_or_never().is_some()),
+                    ("replicasets", s.replica_sets.wait_until_ready().now_or_never().is_some()),
+                    ("deployments", s.deployments.wait_until_ready().now_or_never().is_some()),
+                    ("statefulsets", s.stateful_sets.wait_until_ready().now_or_never().is_some()),
+                ]
+                .into_iter()
+                .filter(|(_, ready)| !ready)
+                .map(|(name, _)| name)
+                .collect();
+                warn!(?pending, "window controller caches still syncing");
+            }
+        }
+    }
+    for attempt in 1..=5 {
+        match sweep::sweep(&ctx).await {
+            Ok(removed) => {
+                info!(removed, "start-up sweep done");
+                break;
+            }
+            Err(err) => {
+                warn!(attempt, error = %err, "start-up sweep failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    ctx.synced.store(true, Ordering::Release);
+    ctx.state.ready.mark_synced(GATE);
+    info!("window controller synced");
 }

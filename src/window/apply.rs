@@ -1,0 +1,181 @@
+//! The thin I/O layer: turns planned [`Write`]s into API calls.
+//!
+//! Every annotation write is a server-side apply with the window's own field manager
+//! (`disruption-guard/<uid>`) that names the object's UID, so it can never create an object
+//! that went away meanwhile (the API server answers 409 "uid mismatch"). A release is the same
+//! apply with no annotations: the API server then removes exactly the fields that manager
+//! owned and nothing a person or another window holds. Applies never force: a value someone
+//! else owns is left to them (the planner already skips those).
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use super::error::{Error, is_code};
+use super::plan::{Target, WindowView, Write};
+use crate::resources::names::{
+    MANAGED_BY_KEY, MANAGED_BY_VALUE, WORKLOAD_LABEL, window_field_manager,
+};
+
+/// Where writes go.
+#[derive(Clone)]
+pub struct Writer {
+    pub client: Client,
+    /// Karpenter's NodeClaim resource, when installed.
+    pub node_claims: Option<ApiResource>,
+}
+
+fn what(write: &Write) -> String {
+    match write {
+        Write::Annotate {
+            target,
+            name,
+            annotations,
+            ..
+        } if annotations.is_empty() => {
+            format!("release of {target:?} {name}")
+        }
+        Write::Annotate { target, name, .. } => format!("annotations of {target:?} {name}"),
+        Write::ApplyPdb { name, .. } => format!("PodDisruptionBudget {name}"),
+        Write::ReleasePdb { name, .. } => format!("release of PodDisruptionBudget {name}"),
+        Write::DeletePdb { name, .. } => format!("deletion of PodDisruptionBudget {name}"),
+    }
+}
+
+impl Writer {
+    /// Makes one write for `window`, with `manager` (normally the window's field manager).
+    pub async fn write(
+        &self,
+        window: &WindowView,
+        manager: &str,
+        write: &Write,
+    ) -> Result<(), Error> {
+        let wrap = |source| Error::Write {
+            what: what(write),
+            source,
+        };
+        let params = PatchParams::apply(manager);
+        match write {
+            Write::Annotate {
+                target,
+                name,
+                uid,
+                annotations,
+            } => {
+                let (api_version, kind) = match target {
+                    Target::Pod => ("v1", "Pod"),
+                    Target::Node => ("v1", "Node"),
+                    Target::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
+                };
+                let mut metadata = json!({"name": name, "uid": uid});
+                if !annotations.is_empty() {
+                    metadata["annotations"] = json!(annotations);
+                }
+                if *target == Target::Pod {
+                    metadata["namespace"] = json!(window.namespace);
+                }
+                let body = json!({"apiVersion": api_version, "kind": kind, "metadata": metadata});
+                let result = match target {
+                    Target::Pod => Api::<Pod>::namespaced(self.client.clone(), &window.namespace)
+                        .patch(name, &params, &Patch::Apply(&body))
+                        .await
+                        .map(drop),
+                    Target::Node => Api::<Node>::all(self.client.clone())
+                        .patch(name, &params, &Patch::Apply(&body))
+                        .await
+                        .map(drop),
+                    Target::NodeClaim => {
+                        let Some(ar) = &self.node_claims else {
+                            return Ok(());
+                        };
+                        Api::<DynamicObject>::all_with(self.client.clone(), ar)
+                            .patch(name, &params, &Patch::Apply(&body))
+                            .await
+                            .map(drop)
+                    }
+                };
+                // A release of an object that is gone has nothing left to release.
+                match result {
+                    Err(e) if annotations.is_empty() && is_code(&e, 404) => Ok(()),
+                    other => other.map_err(wrap),
+                }
+            }
+            Write::ApplyPdb { name, workload } => {
+                let mut labels = json!({MANAGED_BY_KEY: MANAGED_BY_VALUE});
+                if let Some(v) = workload.label_value() {
+                    labels[WORKLOAD_LABEL] = json!(v);
+                }
+                let body = json!({
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {
+                        "name": name,
+                        "namespace": window.namespace,
+                        "labels": labels,
+                        "ownerReferences": [owner_reference(window)],
+                    },
+                    "spec": {"maxUnavailable": 0, "selector": workload.selector},
+                });
+                self.pdbs(window)
+                    .patch(name, &params, &Patch::Apply(&body))
+                    .await
+                    .map(drop)
+                    .map_err(wrap)
+            }
+            Write::ReleasePdb { name, uid } => {
+                let body = json!({
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": name, "namespace": window.namespace, "uid": uid},
+                });
+                match self
+                    .pdbs(window)
+                    .patch(name, &params, &Patch::Apply(&body))
+                    .await
+                {
+                    Err(e) if is_code(&e, 404) => Ok(()),
+                    other => other.map(drop).map_err(wrap),
+                }
+            }
+            Write::DeletePdb {
+                name,
+                uid,
+                resource_version,
+            } => {
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.clone()),
+                        resource_version: Some(resource_version.clone()),
+                    }),
+                    ..DeleteParams::background()
+                };
+                match self.pdbs(window).delete(name, &dp).await {
+                    Err(e) if is_code(&e, 404) => Ok(()),
+                    other => other.map(drop).map_err(wrap),
+                }
+            }
+        }
+    }
+
+    fn pdbs(&self, window: &WindowView) -> Api<PodDisruptionBudget> {
+        Api::namespaced(self.client.clone(), &window.namespace)
+    }
+}
+
+/// The owner reference from a guard PDB to a window; garbage collection deletes the PDB once
+/// every owning window is gone.
+pub fn owner_reference(window: &WindowView) -> Value {
+    json!({
+        "apiVersion": "disruption-guard.io/v1alpha1",
+        "kind": "TestWindow",
+        "name": window.name,
+        "uid": window.uid,
+    })
+}
+
+/// The field manager of a window's writes.
+pub fn manager_of(window: &WindowView) -> String {
+    window_field_manager(&window.uid)
+}

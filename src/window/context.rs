@@ -1,0 +1,141 @@
+//! What every reconcile shares: the caches (reflector stores) the plan is computed from, the
+//! writer, the Event recorder and the operator's [`State`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DynamicObject, ListParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::Store;
+use kube::{Api, Resource, ResourceExt};
+use tracing::debug;
+
+use super::apply::Writer;
+use super::fields::keep_own_entries;
+use super::plan::World;
+use crate::operator::State;
+use crate::resources::TestWindow;
+
+/// Reflector stores of everything the planner reads.
+#[derive(Clone)]
+pub struct Stores {
+    pub windows: Store<TestWindow>,
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub pdbs: Store<PodDisruptionBudget>,
+    pub replica_sets: Store<ReplicaSet>,
+    pub deployments: Store<Deployment>,
+    pub stateful_sets: Store<StatefulSet>,
+    pub node_claims: Option<Store<DynamicObject>>,
+}
+
+/// Shared by all reconciles.
+pub struct Context {
+    pub state: State,
+    pub stores: Stores,
+    pub writer: Writer,
+    pub recorder: Recorder,
+    pub synced: AtomicBool,
+}
+
+fn in_ns<K: Resource>(items: Vec<Arc<K>>, ns: &str) -> Vec<Arc<K>> {
+    items
+        .into_iter()
+        .filter(|o| o.meta().namespace.as_deref() == Some(ns))
+        .collect()
+}
+
+impl Context {
+    /// Whether every cache has synced (no decision is taken on a partial view).
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// The cached world of namespace `ns` (plus all nodes and NodeClaims).
+    pub fn world(&self, ns: &str) -> World {
+        let s = &self.stores;
+        World {
+            pods: in_ns(s.pods.state(), ns),
+            replica_sets: in_ns(s.replica_sets.state(), ns),
+            deployments: in_ns(s.deployments.state(), ns),
+            stateful_sets: in_ns(s.stateful_sets.state(), ns),
+            pdbs: in_ns(s.pdbs.state(), ns),
+            nodes: s.nodes.state(),
+            node_claims: s.node_claims.as_ref().map(Store::state),
+        }
+    }
+
+    /// The world of `ns` read from the API server rather than the caches: used for the last
+    /// release of a window being deleted, where a write the caches have not seen yet would
+    /// otherwise be left behind for good.
+    pub async fn fresh_world(&self, ns: &str) -> Result<World, kube::Error> {
+        let client = self.state.client.clone();
+        let lp = ListParams::default();
+        fn arcs<K>(items: Vec<K>, strip: impl Fn(&mut K)) -> Vec<Arc<K>> {
+            items
+                .into_iter()
+                .map(|mut k| {
+                    strip(&mut k);
+                    Arc::new(k)
+                })
+                .collect()
+        }
+        let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&lp).await?;
+        let nodes = Api::<Node>::all(client.clone()).list(&lp).await?;
+        let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await?;
+        let node_claims = match &self.writer.node_claims {
+            Some(ar) => Some(
+                Api::<DynamicObject>::all_with(client.clone(), ar)
+                    .list(&lp)
+                    .await?
+                    .items,
+            ),
+            None => None,
+        };
+        let mut world = self.world(ns);
+        world.pods = arcs(pods.items, |p: &mut Pod| keep_own_entries(&mut p.metadata));
+        world.nodes = arcs(nodes.items, |n: &mut Node| {
+            keep_own_entries(&mut n.metadata)
+        });
+        world.pdbs = arcs(pdbs.items, |_| {});
+        world.node_claims = node_claims.map(|c| arcs(c, |_| {}));
+        Ok(world)
+    }
+
+    /// The API of a window's namespace.
+    pub fn windows(&self, window: &TestWindow) -> Api<TestWindow> {
+        Api::namespaced(
+            self.state.client.clone(),
+            &window.namespace().unwrap_or_default(),
+        )
+    }
+
+    /// Window counts by phase over the cache.
+    pub fn phase_counts(&self) -> BTreeMap<&'static str, i64> {
+        let windows = self.stores.windows.state();
+        let in_scope = windows
+            .iter()
+            .filter(|w| self.state.in_scope(&w.namespace().unwrap_or_default()));
+        super::reconcile::phase_counts(in_scope.map(|w| w.as_ref()))
+    }
+
+    /// Publishes an Event on the window; failures to publish are logged, never fatal.
+    pub async fn publish(&self, window: &TestWindow, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        };
+        if let Err(err) = self.recorder.publish(&event, &window.object_ref(&())).await {
+            debug!(error = %err, reason, "could not publish an Event");
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Errors of the window controller. Metric and Event labels come from [`Error::category`],
+//! a fixed vocabulary, never from object names or `Debug` output.
+
+/// What can go wrong while reconciling a window.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A protection write (annotation, PDB) failed.
+    #[error("writing {what}: {source}")]
+    Write {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing the window's status failed.
+    #[error("writing the window status: {0}")]
+    Status(#[source] kube::Error),
+    /// Adding or removing the finalizer failed.
+    #[error("updating the window finalizer: {0}")]
+    Finalizer(#[source] kube::Error),
+    /// Deleting a window past its retention failed.
+    #[error("deleting the window after its retention: {0}")]
+    Delete(#[source] kube::Error),
+    /// The caches have not synced yet.
+    #[error("caches not synced yet")]
+    NotSynced,
+}
+
+impl Error {
+    /// A short, fixed label for metrics and Events.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Write { source, .. } => kube_category("write", source),
+            Error::Status(source) => kube_category("status", source),
+            Error::Finalizer(source) => kube_category("finalizer", source),
+            Error::Delete(source) => kube_category("delete", source),
+            Error::NotSynced => "not_synced",
+        }
+    }
+
+    /// Whether the error is a write conflict (retried quickly).
+    pub fn is_conflict(&self) -> bool {
+        self.category().ends_with("conflict")
+    }
+}
+
+fn kube_category(action: &'static str, err: &kube::Error) -> &'static str {
+    let code = match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    };
+    match (action, code) {
+        ("write", Some(409)) => "write_conflict",
+        ("write", Some(403)) => "write_forbidden",
+        ("write", Some(404)) => "write_not_found",
+        ("write", Some(422)) => "write_invalid",
+        ("write", Some(_)) => "write_api",
+        ("write", None) => "write_transport",
+        ("status", Some(409)) => "status_conflict",
+        ("status", _) => "status",
+        ("finalizer", Some(409)) => "finalizer_conflict",
+        ("finalizer", _) => "finalizer",
+        ("delete", _) => "delete",
+        _ => "other",
+    }
+}
+
+/// Whether a kube error is an API answer with `code`.
+pub fn is_code(err: &kube::Error, code: u16) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == code)
+}

@@ -1,0 +1,379 @@
+//! Unit tests of the planner and the report: plain objects in, writes and counts out.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use serde_json::{Value, json};
+
+use super::fields::tests::entry;
+use super::plan::{Target, WindowView, World, Write, plan};
+use super::report;
+use crate::resources::{Protect, Tracking, WindowReport};
+
+const NS: &str = "shop";
+
+fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).expect("fixture"))
+}
+
+fn view(uid: &str, active: bool) -> WindowView {
+    WindowView {
+        uid: uid.into(),
+        name: format!("w-{uid}"),
+        namespace: NS.into(),
+        selector: serde_json::from_value(json!({"matchLabels": {"app": "api"}})).unwrap(),
+        protect: Protect::default(),
+        active,
+        expires_at: "2026-01-01T11:00:00Z".parse().unwrap(),
+    }
+}
+
+fn pod(name: &str, rs: &str, node: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"),
+            "labels": {"app": "api"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": format!("uid-{rs}"), "controller": true}]},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": "Running", "startTime": "2026-01-01T10:00:00Z"}
+    })
+}
+
+fn rs(name: &str, deployment: Option<&str>, revision: &str, replicas: i32) -> Arc<ReplicaSet> {
+    let owners: Vec<Value> = deployment
+        .map(|d| json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": d, "uid": format!("uid-{d}"), "controller": true}))
+        .into_iter()
+        .collect();
+    obj(json!({
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"), "ownerReferences": owners,
+            "annotations": {"deployment.kubernetes.io/revision": revision}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "api"}}}
+    }))
+}
+
+fn deployment(name: &str) -> Arc<Deployment> {
+    obj(json!({
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}")},
+        "spec": {"selector": {"matchLabels": {"app": "api"}}, "template": {}}
+    }))
+}
+
+fn node(name: &str) -> Value {
+    json!({"metadata": {"name": name, "uid": format!("uid-{name}")}})
+}
+
+fn world(pods: Vec<Value>) -> World {
+    World {
+        pods: pods.into_iter().map(obj).collect(),
+        replica_sets: vec![rs("api-1", Some("api"), "1", 1)],
+        deployments: vec![deployment("api")],
+        nodes: vec![obj(node("n1"))],
+        ..Default::default()
+    }
+}
+
+fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The world after every write of `plan` landed, with the PDB computed.
+fn settle(mut w: World, win: &WindowView) -> World {
+    let manager = format!("disruption-guard/{}", win.uid);
+    for write in plan(win, &w).writes {
+        match write {
+            Write::Annotate { target: Target::Pod, name, annotations: a, .. } => {
+                let p = w.pods.iter_mut().find(|p| p.metadata.name.as_deref() == Some(&name)).unwrap();
+                let p = Arc::make_mut(p);
+                let keys: Vec<&str> = a.keys().map(String::as_str).collect();
+                p.metadata.managed_fields = Some(vec![entry(&manager, &keys)]);
+                p.metadata.annotations = Some(a.clone());
+            }
+            Write::Annotate { target: Target::Node, name, annotations: a, .. } => {
+                let n = w.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(&name)).unwrap();
+                let n = Arc::make_mut(n);
+                let keys: Vec<&str> = a.keys().map(String::as_str).collect();
+                n.metadata.managed_fields = Some(vec![entry(&manager, &keys)]);
+                n.metadata.annotations = Some(a.clone());
+            }
+            Write::ApplyPdb { name, workload } => w.pdbs.push(obj(json!({
+                "metadata": {"name": name, "namespace": NS, "uid": "uid-pdb", "generation": 1,
+                    "labels": {"app.kubernetes.io/managed-by": "disruption-guard"},
+                    "ownerReferences": [{"apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow", "name": win.name, "uid": win.uid}]},
+                "spec": {"maxUnavailable": 0, "selector": workload.selector},
+                "status": {"observedGeneration": 1, "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+            }))),
+            other => panic!("unexpected write {other:?}"),
+        }
+    }
+    w
+}
+
+#[test]
+fn an_open_window_wants_annotations_on_its_pods_and_nodes_and_a_pdb_per_deployment() {
+    let win = view("a", true);
+    let p = plan(&win, &world(vec![pod("api-1-x", "api-1", "n1")]));
+    assert_eq!((p.pods, p.nodes, p.workloads), (1, 1, 1));
+    assert_eq!(p.pdbs, vec!["api-dg".to_string()]);
+    assert!(p.writes.contains(&Write::Annotate {
+        target: Target::Pod,
+        name: "api-1-x".into(),
+        uid: "uid-api-1-x".into(),
+        annotations: annotations(&[
+            ("karpenter.sh/do-not-disrupt", "true"),
+            ("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")
+        ]),
+    }));
+    assert!(p.writes.contains(&Write::Annotate {
+        target: Target::Node,
+        name: "n1".into(),
+        uid: "uid-n1".into(),
+        annotations: annotations(&[
+            ("karpenter.sh/do-not-disrupt", "true"),
+            (
+                "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+                "true"
+            )
+        ]),
+    }));
+    assert!(
+        p.writes
+            .iter()
+            .any(|w| matches!(w, Write::ApplyPdb { name, .. } if name == "api-dg"))
+    );
+    assert!(!p.complete());
+}
+
+#[test]
+fn a_settled_window_needs_no_writes_and_is_complete() {
+    let win = view("a", true);
+    let w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &win);
+    let p = plan(&win, &w);
+    assert_eq!(p.writes, vec![]);
+    assert!(p.complete(), "{:?}", p.waiting);
+}
+
+#[test]
+fn a_pdb_the_disruption_controller_has_not_computed_keeps_the_window_waiting() {
+    let win = view("a", true);
+    let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &win);
+    let pdb = Arc::make_mut(&mut w.pdbs[0]);
+    pdb.metadata.generation = Some(2);
+    let p = plan(&win, &w);
+    assert!(p.writes.is_empty());
+    assert!(!p.complete());
+}
+
+#[test]
+fn a_value_somebody_else_set_is_left_alone_and_reported() {
+    let win = view("a", true);
+    let mut p = pod("api-1-x", "api-1", "n1");
+    p["metadata"]["annotations"] =
+        json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"});
+    let plan = plan(&win, &world(vec![p]));
+    let pod_write = plan
+        .writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Annotate {
+                target: Target::Pod,
+                annotations,
+                ..
+            } => Some(annotations.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        pod_write,
+        annotations(&[("karpenter.sh/do-not-disrupt", "true")])
+    );
+    assert_eq!(plan.foreign_values.len(), 1);
+}
+
+#[test]
+fn a_value_a_person_set_identically_is_shared_not_skipped() {
+    let win = view("a", true);
+    let mut p = pod("api-1-x", "api-1", "n1");
+    p["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+    let plan = plan(&win, &world(vec![p]));
+    assert!(plan.foreign_values.is_empty());
+    assert!(plan.writes.iter().any(|w| matches!(w, Write::Annotate { target: Target::Pod, annotations, .. } if annotations.len() == 2)));
+}
+
+#[test]
+fn an_existing_pdb_over_the_pods_is_reused_and_none_is_created() {
+    let win = view("a", true);
+    let mut w = world(vec![pod("api-1-x", "api-1", "n1")]);
+    w.pdbs.push(obj(json!({
+        "metadata": {"name": "users", "namespace": NS},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "api"}}}
+    })));
+    let p = plan(&win, &w);
+    assert_eq!(p.reused_pdbs, vec!["users".to_string()]);
+    assert_eq!(p.pdbs, vec!["users".to_string()]);
+    assert!(!p.writes.iter().any(|w| matches!(w, Write::ApplyPdb { .. })));
+}
+
+#[test]
+fn a_guard_pdb_made_redundant_by_a_users_pdb_is_deleted() {
+    let win = view("a", true);
+    let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &win);
+    w.pdbs.push(obj(json!({
+        "metadata": {"name": "users", "namespace": NS},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "api"}}}
+    })));
+    let p = plan(&win, &w);
+    assert!(
+        p.writes
+            .iter()
+            .any(|w| matches!(w, Write::DeletePdb { name, .. } if name == "api-dg"))
+    );
+}
+
+#[test]
+fn an_ended_window_releases_everything_it_owns_and_deletes_a_pdb_only_it_wanted() {
+    let open = view("a", true);
+    let w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &open);
+    let p = plan(&view("a", false), &w);
+    assert_eq!((p.pods, p.nodes), (0, 0));
+    let releases: Vec<_> = p
+        .writes
+        .iter()
+        .filter(|w| matches!(w, Write::Annotate { annotations, .. } if annotations.is_empty()))
+        .collect();
+    assert_eq!(releases.len(), 2, "the pod and the node");
+    assert!(
+        p.writes
+            .iter()
+            .any(|w| matches!(w, Write::DeletePdb { name, .. } if name == "api-dg"))
+    );
+}
+
+#[test]
+fn an_ended_window_only_drops_its_claim_on_a_pdb_another_window_owns() {
+    let open = view("a", true);
+    let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &open);
+    let pdb = Arc::make_mut(&mut w.pdbs[0]);
+    let mut other = pdb.metadata.owner_references.as_ref().unwrap()[0].clone();
+    other.uid = "b".into();
+    pdb.metadata.owner_references.as_mut().unwrap().push(other);
+    let p = plan(&view("a", false), &w);
+    assert!(
+        p.writes
+            .iter()
+            .any(|w| matches!(w, Write::ReleasePdb { name, .. } if name == "api-dg"))
+    );
+    assert!(
+        !p.writes
+            .iter()
+            .any(|w| matches!(w, Write::DeletePdb { .. }))
+    );
+}
+
+#[test]
+fn a_window_does_not_release_what_another_window_wrote() {
+    let b = view("b", true);
+    let w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &b);
+    let p = plan(&view("a", false), &w);
+    assert_eq!(p.writes, vec![]);
+}
+
+#[test]
+fn a_replica_set_without_a_deployment_gets_its_own_pdb_and_a_bare_pod_none() {
+    let win = view("a", true);
+    let mut w = world(vec![pod("solo-x", "solo", "n1")]);
+    w.replica_sets.push(rs("solo", None, "1", 1));
+    let p = plan(&win, &w);
+    assert_eq!(p.pdbs, vec!["solo-replicaset-dg".to_string()]);
+
+    let mut bare = pod("bare", "x", "n1");
+    bare["metadata"]["ownerReferences"] = json!([]);
+    let p = plan(&win, &world(vec![bare]));
+    assert_eq!((p.pods, p.workloads), (1, 0));
+    assert!(p.pdbs.is_empty());
+}
+
+#[test]
+fn a_pod_whose_replica_set_is_not_cached_yet_keeps_the_window_waiting() {
+    let win = view("a", true);
+    let p = plan(&win, &world(vec![pod("x-1", "unknown", "n1")]));
+    assert!(!p.waiting.is_empty());
+}
+
+#[test]
+fn the_karpenter_duration_option_writes_the_time_left_from_the_pods_start() {
+    let mut win = view("a", true);
+    win.protect.karpenter_duration = true;
+    let p = plan(&win, &world(vec![pod("api-1-x", "api-1", "n1")]));
+    assert!(p.writes.iter().any(
+        |w| matches!(w, Write::Annotate { target: Target::Pod, annotations, .. }
+        if annotations.get("karpenter.sh/do-not-disrupt").map(String::as_str) == Some("3600s"))
+    ));
+}
+
+#[test]
+fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
+    let win = view("a", true);
+    let w = world(vec![
+        pod("api-1-x", "api-1", "n1"),
+        pod("api-1-y", "api-1", "n1"),
+    ]);
+    let selected = super::plan::selected_pods(&win, &w.pods);
+    let (r, t) = report::update(
+        &WindowReport::default(),
+        &Tracking::default(),
+        &selected,
+        &w,
+    );
+    assert_eq!(t.pods.len(), 2);
+    assert!(r.is_clean());
+
+    // x is deleted while its ReplicaSet still wants it: disrupted. y's node gets cordoned.
+    let mut w2 = world(vec![pod("api-1-y", "api-1", "n1")]);
+    w2.nodes = vec![obj(
+        json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": true}}),
+    )];
+    let selected = super::plan::selected_pods(&win, &w2.pods);
+    let (r, t) = report::update(&r, &t, &selected, &w2);
+    assert_eq!(r.pods_disrupted, 1);
+    assert_eq!(r.disrupted_pods, vec!["api-1-x".to_string()]);
+    assert_eq!(r.evictions_blocked, 1);
+    assert_eq!(r.nodes_disrupted, vec!["n1".to_string()]);
+    let (r, t) = report::update(&r, &t, &selected, &w2);
+    assert_eq!(r.evictions_blocked, 1, "counted once per pod");
+
+    // A rollout replaces y: its ReplicaSet is now an old revision.
+    let mut w3 = world(vec![pod("api-2-z", "api-2", "n2")]);
+    w3.replica_sets = vec![
+        rs("api-1", Some("api"), "1", 0),
+        rs("api-2", Some("api"), "2", 1),
+    ];
+    let selected = super::plan::selected_pods(&win, &w3.pods);
+    let (r, _) = report::update(&r, &t, &selected, &w3);
+    assert_eq!(
+        r.pods_disrupted, 1,
+        "a rollout's replacement is not a disruption"
+    );
+}
+
+#[test]
+fn the_report_counts_container_restarts_as_disruptions() {
+    let win = view("a", true);
+    let w = world(vec![pod("api-1-x", "api-1", "n1")]);
+    let selected = super::plan::selected_pods(&win, &w.pods);
+    let (r, t) = report::update(
+        &WindowReport::default(),
+        &Tracking::default(),
+        &selected,
+        &w,
+    );
+    let mut p = pod("api-1-x", "api-1", "n1");
+    p["status"]["containerStatuses"] =
+        json!([{"name": "app", "restartCount": 1, "ready": true, "image": "i", "imageID": ""}]);
+    let w = world(vec![p]);
+    let selected = super::plan::selected_pods(&win, &w.pods);
+    let (r, _) = report::update(&r, &t, &selected, &w);
+    assert_eq!(r.pods_disrupted, 1);
+}

@@ -1,0 +1,245 @@
+//! The window report: what happened to the selection while the window was open. A pure
+//! function of the previous report and tracking (kept in the status) and the pods, nodes and
+//! workloads seen now.
+//!
+//! - **evictionsBlocked**: the Eviction API keeps no record of the requests it refuses, and PDB
+//!   status only says how many disruptions are allowed. Karpenter, Cluster Autoscaler and
+//!   `kubectl drain` only evict from nodes they have marked first (taint
+//!   `karpenter.sh/disrupted`, taint `ToBeDeletedByClusterAutoscaler`, cordon, deletion). So a
+//!   protected pod seen alive on such a node is counted as one blocked eviction (once per pod).
+//! - **podsDisrupted**: a tracked pod (by UID) that got a `DisruptionTarget` condition, whose
+//!   containers restarted, or that went away when its ReplicaSet still wanted it. A pod removed
+//!   because its Deployment rolled out (its ReplicaSet is no longer the newest, or is scaled to
+//!   zero) is a replacement, not a disruption.
+//! - **rollouts**: changes of a protected Deployment's `restartedAt` that a `disruption-guard`
+//!   field manager wrote (the drain watcher's rollouts); a person's `kubectl rollout restart`
+//!   is not counted.
+//! - **nodesDisrupted**: nodes hosting a selected pod that showed one of the marks above.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::plan::{World, workload_of};
+use crate::resources::names::{
+    CA_TO_BE_DELETED_TAINT, FIELD_MANAGER, KARPENTER_DISRUPTED_TAINT, RESTARTED_AT,
+};
+use crate::resources::{TrackedPod, Tracking, WindowReport};
+
+/// Why a node counts as being disrupted, if it does.
+pub fn node_disruption(node: &Node) -> Option<&'static str> {
+    if node.metadata.deletion_timestamp.is_some() {
+        return Some("deleting");
+    }
+    let spec = node.spec.as_ref()?;
+    let tainted = |key: &str| spec.taints.iter().flatten().any(|t| t.key == key);
+    if tainted(KARPENTER_DISRUPTED_TAINT) {
+        Some("karpenter-disrupted")
+    } else if tainted(CA_TO_BE_DELETED_TAINT) {
+        Some("cluster-autoscaler-scale-down")
+    } else if spec.unschedulable == Some(true) {
+        Some("cordoned")
+    } else {
+        None
+    }
+}
+
+fn restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|c| c.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0)
+}
+
+fn disruption_target(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        })
+}
+
+fn owner_replica_set(pod: &Pod) -> Option<String> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == "ReplicaSet")
+        .map(|o| o.name.clone())
+}
+
+fn revision(rs: &ReplicaSet) -> i64 {
+    rs.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether a pod of `rs` that went away was replaced by a rollout rather than disrupted.
+fn rolled_out(rs_name: &str, replica_sets: &[Arc<ReplicaSet>]) -> bool {
+    let Some(rs) = replica_sets
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(rs_name))
+    else {
+        return true;
+    };
+    if rs.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
+        return true;
+    }
+    let owner = rs
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    owner.is_some_and(|owner| {
+        replica_sets.iter().any(|other| {
+            other
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.uid == owner.uid)
+                && revision(other) > revision(rs)
+        })
+    })
+}
+
+/// Whether the guard (any `disruption-guard` field manager) wrote a Deployment's
+/// `restartedAt`.
+fn restarted_by_guard(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    let key = format!("f:{RESTARTED_AT}");
+    meta.managed_fields.iter().flatten().any(|m| {
+        m.manager
+            .as_deref()
+            .is_some_and(|n| n.starts_with(FIELD_MANAGER))
+            && m.fields_v1.as_ref().is_some_and(|f| {
+                f.0.pointer("/f:spec/f:template/f:metadata/f:annotations")
+                    .and_then(|a| a.get(&key))
+                    .is_some()
+            })
+    })
+}
+
+/// Updates the report and tracking with what is seen now (`selected`: the live selection).
+pub fn update(
+    report: &WindowReport,
+    tracking: &Tracking,
+    selected: &[&Arc<Pod>],
+    world: &World,
+) -> (WindowReport, Tracking) {
+    let mut report = report.clone();
+    let mut next = Tracking {
+        pods: vec![],
+        restarted_at: tracking.restarted_at.clone(),
+    };
+    let mut disrupted: BTreeSet<String> = report.disrupted_pods.iter().cloned().collect();
+    let mut nodes_disrupted: BTreeSet<String> = report.nodes_disrupted.iter().cloned().collect();
+    let node_of = |pod: &Pod| pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let disrupted_node = |name: &str| {
+        world
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+            .is_some_and(|n| node_disruption(n).is_some())
+    };
+
+    for tracked in &tracking.pods {
+        let pod = world
+            .pods
+            .iter()
+            .find(|p| p.metadata.uid.as_deref() == Some(tracked.uid.as_str()));
+        let gone = pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some());
+        if pod.is_some_and(|p| disruption_target(p)) {
+            report.pods_disrupted += 1;
+            disrupted.insert(tracked.name.clone());
+            continue;
+        }
+        if gone {
+            let replaced = tracked
+                .replica_set
+                .as_deref()
+                .is_some_and(|rs| rolled_out(rs, &world.replica_sets));
+            if !replaced {
+                report.pods_disrupted += 1;
+                disrupted.insert(tracked.name.clone());
+            }
+            continue;
+        }
+        let pod = pod.expect("not gone");
+        let mut t = tracked.clone();
+        let now_restarts = restarts(pod);
+        if now_restarts > t.restarts {
+            report.pods_disrupted += 1;
+            disrupted.insert(t.name.clone());
+        }
+        t.restarts = now_restarts;
+        if !t.blocked
+            && node_of(pod).is_some_and(|n| disrupted_node(&n))
+            && super::plan::is_live(pod)
+        {
+            report.evictions_blocked += 1;
+            t.blocked = true;
+        }
+        next.pods.push(t);
+    }
+    for pod in selected {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if let Some(node) = node_of(pod).filter(|n| disrupted_node(n)) {
+            nodes_disrupted.insert(node);
+        }
+        if next.pods.iter().any(|t| t.uid == uid) || tracking.pods.iter().any(|t| t.uid == uid) {
+            continue;
+        }
+        let blocked = node_of(pod).is_some_and(|n| disrupted_node(&n));
+        report.evictions_blocked += u32::from(blocked);
+        next.pods.push(TrackedPod {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid,
+            restarts: restarts(pod),
+            replica_set: owner_replica_set(pod),
+            blocked,
+        });
+    }
+
+    let deployments: BTreeSet<String> = selected
+        .iter()
+        .filter_map(|p| workload_of(p, world).ok().flatten())
+        .filter(|w| w.kind == "Deployment")
+        .map(|w| w.name)
+        .collect();
+    for name in deployments {
+        let Some(dep) = world
+            .deployments
+            .iter()
+            .find(|d| d.metadata.name.as_deref() == Some(name.as_str()))
+        else {
+            continue;
+        };
+        let value = dep
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(RESTARTED_AT))
+            .cloned()
+            .unwrap_or_default();
+        if let Some(before) = next.restarted_at.get(&name)
+            && *before != value
+            && restarted_by_guard(&dep.metadata)
+        {
+            report.rollouts += 1;
+        }
+        next.restarted_at.insert(name, value);
+    }
+    report.disrupted_pods = disrupted.into_iter().collect();
+    report.nodes_disrupted = nodes_disrupted.into_iter().collect();
+    (report, next)
+}

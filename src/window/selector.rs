@@ -1,0 +1,119 @@
+//! Label selectors evaluated in memory, exactly as the API server evaluates them for
+//! `metav1.LabelSelector` (matchLabels AND every matchExpression).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+/// Whether `selector` selects an object with `labels`. An empty selector selects everything.
+/// An expression with an unknown operator selects nothing (the CRD schema refuses those).
+pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let labels_ok = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    labels_ok
+        && selector.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let value = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// Whether an optional selector (a PodDisruptionBudget's `spec.selector`) selects `labels`:
+/// policy/v1 treats a missing selector as selecting nothing and `{}` as selecting everything.
+pub fn optional_matches(
+    selector: Option<&LabelSelector>,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    selector.is_some_and(|s| matches(s, labels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn an_empty_selector_selects_everything() {
+        assert!(matches(&LabelSelector::default(), &labels(&[])));
+        assert!(matches(&LabelSelector::default(), &labels(&[("a", "b")])));
+    }
+
+    #[test]
+    fn match_labels_need_every_pair() {
+        let s = LabelSelector {
+            match_labels: Some(labels(&[("app", "api"), ("tier", "be")])),
+            ..Default::default()
+        };
+        assert!(matches(
+            &s,
+            &labels(&[("app", "api"), ("tier", "be"), ("x", "y")])
+        ));
+        assert!(!matches(&s, &labels(&[("app", "api")])));
+    }
+
+    #[test]
+    fn expressions_follow_the_api_server_semantics() {
+        let s = LabelSelector {
+            match_expressions: Some(vec![
+                expr("app", "In", &["api", "web"]),
+                expr("canary", "DoesNotExist", &[]),
+                expr("tier", "NotIn", &["db"]),
+                expr("team", "Exists", &[]),
+            ]),
+            ..Default::default()
+        };
+        assert!(matches(&s, &labels(&[("app", "web"), ("team", "a")])));
+        assert!(!matches(&s, &labels(&[("app", "web")])));
+        assert!(!matches(&s, &labels(&[("app", "db"), ("team", "a")])));
+        assert!(!matches(
+            &s,
+            &labels(&[("app", "api"), ("team", "a"), ("canary", "1")])
+        ));
+        assert!(!matches(
+            &s,
+            &labels(&[("app", "api"), ("team", "a"), ("tier", "db")])
+        ));
+    }
+
+    #[test]
+    fn an_unknown_operator_selects_nothing() {
+        let s = LabelSelector {
+            match_expressions: Some(vec![expr("app", "Like", &["a"])]),
+            ..Default::default()
+        };
+        assert!(!matches(&s, &labels(&[("app", "a")])));
+    }
+
+    #[test]
+    fn a_missing_pdb_selector_selects_nothing() {
+        assert!(!optional_matches(None, &labels(&[("a", "b")])));
+        assert!(optional_matches(
+            Some(&LabelSelector::default()),
+            &labels(&[])
+        ));
+    }
+}

@@ -1,0 +1,160 @@
+//! Included by `tests/windows.rs` with `#[path]` (it needs `crate::support`).
+//!
+//! Helpers for window tests: TestWindow builders, waiting for Ready, and checks that no trace
+//! of the guard is left on pods, nodes and PDBs.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use disruption_guard::resources::TestWindow;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use crate::support::wait;
+
+pub const DND: &str = "karpenter.sh/do-not-disrupt";
+pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+pub const SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
+
+/// A TestWindow over `app=<app>` with `ttl`, plus extra spec fields merged in.
+pub fn window(name: &str, app: &str, ttl: &str, extra: Value) -> TestWindow {
+    let mut spec = json!({"selector": {"matchLabels": {"app": app}}, "ttl": ttl, "reason": "test"});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "disruption-guard.io/v1alpha1",
+        "kind": "TestWindow",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("window fixture")
+}
+
+/// Creates a window and returns it.
+pub async fn open(client: &Client, ns: &str, window: &TestWindow) -> TestWindow {
+    Api::<TestWindow>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), window)
+        .await
+        .expect("creating a TestWindow")
+}
+
+/// Whether the window's Ready condition is True.
+pub fn is_ready(w: &TestWindow) -> bool {
+    w.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+/// Waits until the window is Ready.
+pub async fn until_ready(client: &Client, ns: &str, name: &str, limit: Duration) -> TestWindow {
+    let api = Api::<TestWindow>::namespaced(client.clone(), ns);
+    wait::for_some("the window to become Ready", limit, || async {
+        api.get(name).await.ok().filter(is_ready)
+    })
+    .await
+}
+
+/// Sets `spec.closed = true`.
+pub async fn close(client: &Client, ns: &str, name: &str) {
+    Api::<TestWindow>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"closed": true}})),
+        )
+        .await
+        .expect("closing the window");
+}
+
+/// Sets an annotation the way a person would (`kubectl annotate`).
+pub async fn annotate_as_person<K>(api: &Api<K>, name: &str, key: &str, value: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = PatchParams {
+        field_manager: Some("kubectl-annotate".into()),
+        ..Default::default()
+    };
+    api.patch(
+        name,
+        &params,
+        &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+    )
+    .await
+    .expect("annotating as a person");
+}
+
+/// The value of an annotation.
+pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Field managers of the guard's windows on an object.
+pub fn guard_managers(meta: &ObjectMeta) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .filter(|m| m.starts_with("disruption-guard/"))
+        .collect()
+}
+
+/// Whether a pod and its node carry the guard's full protection.
+pub async fn protected(client: &Client, ns: &str, pod: &str, node: &str) -> bool {
+    let Ok(p) = Api::<Pod>::namespaced(client.clone(), ns).get(pod).await else {
+        return false;
+    };
+    let Ok(n) = Api::<Node>::all(client.clone()).get(node).await else {
+        return false;
+    };
+    annotation(&p.metadata, DND) == Some("true")
+        && annotation(&p.metadata, SAFE_TO_EVICT) == Some("false")
+        && annotation(&n.metadata, DND) == Some("true")
+        && annotation(&n.metadata, SCALE_DOWN_DISABLED) == Some("true")
+}
+
+/// Guard PDBs (labelled as the operator's) in the namespace.
+pub async fn guard_pdbs(client: &Client, ns: &str) -> Vec<PodDisruptionBudget> {
+    Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels("app.kubernetes.io/managed-by=disruption-guard"))
+        .await
+        .expect("listing PDBs")
+        .items
+}
+
+/// Waits until no guard PDB, guard annotation or guard field manager is left on the pod, its
+/// node and the namespace.
+pub async fn until_released(client: &Client, ns: &str, pod: &str, node: &str, limit: Duration) {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let nodes = Api::<Node>::all(client.clone());
+    wait::until("every trace of the guard to go", limit, || async {
+        let p = pods.get(pod).await.expect("pod");
+        let n = nodes.get(node).await.expect("node");
+        guard_pdbs(client, ns).await.is_empty()
+            && guard_managers(&p.metadata).is_empty()
+            && guard_managers(&n.metadata).is_empty()
+            && annotation(&p.metadata, SAFE_TO_EVICT).is_none()
+            && annotation(&n.metadata, SCALE_DOWN_DISABLED).is_none()
+    })
+    .await;
+}
+
+/// The Eviction API's answer for a pod: 200 or the error code.
+pub async fn evict(client: &Client, ns: &str, pod: &str) -> u16 {
+    match Api::<Pod>::namespaced(client.clone(), ns)
+        .evict(pod, &EvictParams::default())
+        .await
+    {
+        Ok(_) => 200,
+        Err(kube::Error::Api(status)) => status.code,
+        Err(other) => panic!("eviction failed without an API answer: {other}"),
+    }
+}

@@ -1,0 +1,165 @@
+//! Figures, not assertions: open → Ready latency (p50/p99) of windows over 1, 10 and 100
+//! one-replica Deployments, and the API writes each window costs (to open, and open + release).
+//!
+//! Run: `cargo test --release --test window_bench -- --ignored --nocapture`
+
+mod support;
+#[path = "support/windows.rs"]
+mod window_support;
+
+use std::time::{Duration, Instant};
+
+use disruption_guard::resources::TestWindow;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use support::fixtures::{deployment, kwok_node};
+use support::operator::Operator;
+use support::{wait, with_namespace};
+use window_support::*;
+
+const ROUNDS: [(usize, usize); 3] = [(1, 20), (10, 20), (100, 10)];
+
+/// The operator's `disruption_guard_window_writes_total`.
+async fn writes(op: &Operator) -> u64 {
+    let text = op.metrics().await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("disruption_guard_window_writes_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+async fn ready_pods(client: &Client, ns: &str, group: &str) -> usize {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("group={group}")))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .count()
+}
+
+#[tokio::test]
+#[ignore = "benchmark: prints figures, run with --ignored --nocapture"]
+async fn open_to_ready_latency_for_windows_over_1_10_and_100_deployments() {
+    with_namespace(|client, ns| async move {
+        let node = format!("{ns}-n");
+        let mut fixture = kwok_node(&node, &ns);
+        let status = fixture.status.as_mut().unwrap();
+        for q in [
+            status.capacity.as_mut().unwrap(),
+            status.allocatable.as_mut().unwrap(),
+        ] {
+            q.insert(
+                "pods".into(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("250".into()),
+            );
+        }
+        let nodes: Api<Node> = Api::all(client.clone());
+        nodes
+            .create(&PostParams::default(), &fixture)
+            .await
+            .unwrap();
+        let op = Operator::start(&ns, &[]).await;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let windows: Api<TestWindow> = Api::namespaced(client.clone(), &ns);
+
+        println!(
+            "deployments  windows  p50_ms  p99_ms  max_ms  writes_to_open  writes_open_and_release"
+        );
+        for (count, rounds) in ROUNDS {
+            let group = format!("g{count}");
+            for i in 0..count {
+                let d = deployment(&format!("{group}-{i}"))
+                    .label("group", &group)
+                    .node_selector("disruption-guard.io/test-node", &node)
+                    .build();
+                deployments
+                    .create(&PostParams::default(), &d)
+                    .await
+                    .unwrap();
+            }
+            wait::until(
+                "every pod of the group to be Ready",
+                Duration::from_secs(180),
+                || async { ready_pods(&client, &ns, &group).await == count },
+            )
+            .await;
+
+            let mut latencies = vec![];
+            let (mut open_writes, mut all_writes) = (0, 0);
+            for round in 0..rounds {
+                let name = format!("{group}-w{round}");
+                let w: TestWindow = serde_json::from_value(json!({
+                    "apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow",
+                    "metadata": {"name": name},
+                    "spec": {"selector": {"matchLabels": {"group": group}}, "ttl": "10m"}
+                }))
+                .unwrap();
+                let before = writes(&op).await;
+                let started = Instant::now();
+                windows.create(&PostParams::default(), &w).await.unwrap();
+                wait::until(
+                    "the window to become Ready",
+                    Duration::from_secs(120),
+                    || async { windows.get(&name).await.ok().is_some_and(|w| is_ready(&w)) },
+                )
+                .await;
+                latencies.push(started.elapsed());
+                let opened = writes(&op).await;
+                close(&client, &ns, &name).await;
+                wait::until("the release", Duration::from_secs(120), || async {
+                    let released = windows
+                        .get(&name)
+                        .await
+                        .ok()
+                        .and_then(|w| w.status)
+                        .is_some_and(|s| s.conditions.iter().any(|c| c.reason == "Closed"));
+                    released && guard_pdbs(&client, &ns).await.is_empty()
+                })
+                .await;
+                let after = writes(&op).await;
+                open_writes += opened - before;
+                all_writes += after - before;
+                windows
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .unwrap();
+                wait::until("the window to go", Duration::from_secs(60), || async {
+                    windows.get_opt(&name).await.unwrap().is_none()
+                })
+                .await;
+            }
+            latencies.sort();
+            let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+            println!(
+                "{count:>11}  {rounds:>7}  {:>6.0}  {:>6.0}  {:>6.0}  {:>14.1}  {:>23.1}",
+                ms(percentile(&latencies, 0.5)),
+                ms(percentile(&latencies, 0.99)),
+                ms(*latencies.last().unwrap()),
+                open_writes as f64 / rounds as f64,
+                all_writes as f64 / rounds as f64,
+            );
+            for i in 0..count {
+                let _ = deployments
+                    .delete(&format!("{group}-{i}"), &DeleteParams::background())
+                    .await;
+            }
+        }
+    })
+    .await;
+}

@@ -1,0 +1,777 @@
+//! The window controller against the real cluster: PDBs computed by the real disruption
+//! controller, annotations on pods and nodes, the Eviction API's answers, release on close,
+//! expiry and deletion, overlapping windows, reused PDBs, and a crash of the operator.
+
+mod support;
+#[path = "support/windows.rs"]
+mod window_support;
+
+use std::time::{Duration, Instant};
+
+use disruption_guard::resources::{Phase, TestWindow};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use support::fixtures::{deployment, pdb_max_unavailable_zero};
+use support::operator::Operator;
+use support::{create_ready_node, wait, with_namespace};
+use window_support::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Waits until the Deployment `app` has exactly one Ready pod and returns it.
+async fn ready_pod(client: &Client, ns: &str, app: &str) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    wait::for_some("a Ready pod", LIMIT, || async {
+        let list = pods
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .ok()?;
+        let ready: Vec<Pod> = list.items.into_iter().filter(is_pod_ready).collect();
+        (ready.len() == 1).then(|| ready.into_iter().next().unwrap())
+    })
+    .await
+}
+
+fn is_pod_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn name(pod: &Pod) -> String {
+    pod.metadata.name.clone().unwrap()
+}
+
+/// A private node and a 1-replica Deployment `app` pinned to it; returns (node, pod).
+async fn lone_pod_on_private_node(client: &Client, ns: &str, app: &str) -> (String, Pod) {
+    let node = format!("{ns}-n");
+    create_ready_node(client, ns, &node).await;
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &deployment(app)
+                .node_selector("disruption-guard.io/test-node", &node)
+                .build(),
+        )
+        .await
+        .unwrap();
+    let pod = ready_pod(client, ns, app).await;
+    (node, pod)
+}
+
+/// Whether the guard's PDB `name` exists and the disruption controller computed it to allow
+/// no disruption.
+async fn pdb_blocks(client: &Client, ns: &str, name: &str) -> bool {
+    let Ok(pdb) = Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+    else {
+        return false;
+    };
+    let Some(status) = pdb.status else {
+        return false;
+    };
+    status.observed_generation == pdb.metadata.generation
+        && status.current_healthy == 1
+        && status.disruptions_allowed == 0
+}
+
+async fn get_window(client: &Client, ns: &str, name: &str) -> TestWindow {
+    Api::<TestWindow>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_open_window_protects_a_lone_pod_within_two_seconds_and_follows_a_rollout() {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+
+        let started = Instant::now();
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        wait::until("PDB computed, annotations on pod and node, window Ready", Duration::from_secs(2), || async {
+            pdb_blocks(&client, &ns, "api-dg").await
+                && protected(&client, &ns, &pod_name, &node).await
+                && is_ready(&get_window(&client, &ns, "w").await)
+        })
+        .await;
+        eprintln!("open -> protected and Ready in {:?}", started.elapsed());
+
+        let w = get_window(&client, &ns, "w").await;
+        let status = w.status.unwrap();
+        assert_eq!(status.phase, Phase::Active);
+        assert_eq!((status.protected.pods, status.protected.nodes, status.protected.workloads), (1, 1, 1));
+        assert_eq!(status.protected.pdbs, vec!["api-dg".to_string()]);
+        assert!(status.opened_at.is_some() && status.expires_at.is_some());
+        let pdb = Api::<PodDisruptionBudget>::namespaced(client.clone(), &ns).get("api-dg").await.unwrap();
+        let owners = pdb.metadata.owner_references.unwrap();
+        assert_eq!(owners.len(), 1);
+        assert_eq!((owners[0].kind.as_str(), owners[0].name.as_str()), ("TestWindow", "w"));
+
+        // A rollout during the window: the new pod is protected too.
+        Api::<Deployment>::namespaced(client.clone(), &ns)
+            .patch(
+                "api",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {"test/rollout": "1"}}}}})),
+            )
+            .await
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let new_pod = wait::for_some("the rollout's new pod", LIMIT, || async {
+            let list = pods.list(&ListParams::default().labels("app=api")).await.ok()?;
+            list.items.into_iter().find(|p| p.metadata.uid != pod.metadata.uid)
+        })
+        .await;
+        let new_name = name(&new_pod);
+        wait::until("the new pod to carry the annotations", Duration::from_secs(5), || async {
+            protected(&client, &ns, &new_name, &node).await
+        })
+        .await;
+
+        let metrics = op.metrics().await;
+        assert!(metrics.contains("disruption_guard_windows{phase=\"Active\"} 1"), "{metrics}");
+        assert!(metrics.contains("disruption_guard_window_ready_seconds_count 1"), "{metrics}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn eviction_is_refused_with_429_during_the_window_and_allowed_after_close() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+        wait::until("the PDB to be computed", LIMIT, || {
+            pdb_blocks(&client, &ns, "api-dg")
+        })
+        .await;
+        assert_eq!(evict(&client, &ns, &pod_name).await, 429);
+
+        close(&client, &ns, "w").await;
+        until_released(&client, &ns, &pod_name, &node, Duration::from_secs(5)).await;
+        wait::until("the eviction to be allowed", LIMIT, || async {
+            evict(&client, &ns, &pod_name).await == 200
+        })
+        .await;
+    })
+    .await;
+}
+
+/// How a test ends its window.
+#[derive(Clone, Copy, Debug)]
+enum End {
+    Close,
+    Expire,
+    Delete,
+}
+
+/// Opens a window over a lone pod whose pod and node already carry a person's
+/// `do-not-disrupt`, ends it, and checks that exactly the guard's writes are gone.
+async fn ending_keeps_what_a_person_set(end: End) {
+    with_namespace(move |client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let nodes: Api<Node> = Api::all(client.clone());
+        annotate_as_person(&pods, &pod_name, DND, "true").await;
+        annotate_as_person(&nodes, &node, DND, "true").await;
+
+        let ttl = if matches!(end, End::Expire) {
+            "5s"
+        } else {
+            "10m"
+        };
+        open(&client, &ns, &window("w", "api", ttl, json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+        assert!(protected(&client, &ns, &pod_name, &node).await);
+        assert!(!guard_pdbs(&client, &ns).await.is_empty());
+
+        let started = Instant::now();
+        match end {
+            End::Close => close(&client, &ns, "w").await,
+            End::Expire => {}
+            End::Delete => {
+                let out = support::kubectl()
+                    .args(["delete", "tw", "w", "-n", &ns, "--wait=true"])
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        until_released(&client, &ns, &pod_name, &node, Duration::from_secs(10)).await;
+        eprintln!("{end:?}: released {:?} after the end", started.elapsed());
+
+        let p = pods.get(&pod_name).await.unwrap();
+        let n = nodes.get(&node).await.unwrap();
+        assert_eq!(
+            annotation(&p.metadata, DND),
+            Some("true"),
+            "a person's pod annotation stays"
+        );
+        assert_eq!(
+            annotation(&n.metadata, DND),
+            Some("true"),
+            "a person's node annotation stays"
+        );
+        let windows = Api::<TestWindow>::namespaced(client.clone(), &ns);
+        match end {
+            End::Delete => {
+                wait::until("the window to be gone", LIMIT, || async {
+                    windows.get_opt("w").await.unwrap().is_none()
+                })
+                .await
+            }
+            End::Close | End::Expire => {
+                let w = windows.get("w").await.unwrap();
+                let status = w.status.unwrap();
+                let expected = if matches!(end, End::Close) {
+                    Phase::Closed
+                } else {
+                    Phase::Expired
+                };
+                assert_eq!(status.phase, expected);
+                assert!(status.ended_at.is_some());
+                assert_eq!(status.protected.pods, 0);
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn closing_a_window_removes_its_protection_and_keeps_a_persons_do_not_disrupt() {
+    ending_keeps_what_a_person_set(End::Close).await;
+}
+
+#[tokio::test]
+async fn an_expired_window_removes_its_protection_and_keeps_a_persons_do_not_disrupt() {
+    ending_keeps_what_a_person_set(End::Expire).await;
+}
+
+#[tokio::test]
+async fn deleting_a_window_removes_its_protection_and_keeps_a_persons_do_not_disrupt() {
+    ending_keeps_what_a_person_set(End::Delete).await;
+}
+
+#[tokio::test]
+async fn closing_one_of_two_overlapping_windows_keeps_the_others_protection() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        open(&client, &ns, &window("a", "api", "10m", json!({}))).await;
+        open(&client, &ns, &window("b", "api", "10m", json!({}))).await;
+        until_ready(&client, &ns, "a", LIMIT).await;
+        let b = until_ready(&client, &ns, "b", LIMIT).await;
+        let b_uid = b.metadata.uid.clone().unwrap();
+        wait::until("the PDB to be owned by both windows", LIMIT, || async {
+            guard_pdbs(&client, &ns).await.first().is_some_and(|p| {
+                p.metadata
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|o| o.len() == 2)
+            })
+        })
+        .await;
+
+        close(&client, &ns, "a").await;
+        wait::until("window a to release", LIMIT, || async {
+            let a = get_window(&client, &ns, "a").await;
+            a.status.as_ref().is_some_and(|s| {
+                s.phase == Phase::Closed && s.conditions.iter().any(|c| c.reason == "Closed")
+            })
+        })
+        .await;
+        wait::until("the PDB to be owned by b alone", LIMIT, || async {
+            guard_pdbs(&client, &ns).await.first().is_some_and(|p| {
+                p.metadata
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|o| o.len() == 1 && o[0].uid == b_uid)
+            })
+        })
+        .await;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let p = pods.get(&pod_name).await.unwrap();
+        assert_eq!(
+            guard_managers(&p.metadata),
+            vec![format!("disruption-guard/{b_uid}")]
+        );
+        assert!(
+            protected(&client, &ns, &pod_name, &node).await,
+            "b's protection stays"
+        );
+        assert!(is_ready(&get_window(&client, &ns, "b").await));
+        wait::until("the PDB to be computed", LIMIT, || {
+            pdb_blocks(&client, &ns, "api-dg")
+        })
+        .await;
+        assert_eq!(evict(&client, &ns, &pod_name).await, 429);
+
+        close(&client, &ns, "b").await;
+        until_released(&client, &ns, &pod_name, &node, Duration::from_secs(5)).await;
+        let p = pods.get(&pod_name).await.unwrap();
+        assert_eq!(annotation(&p.metadata, DND), None);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_users_pdb_over_the_pods_is_reused_instead_of_adding_a_second_one() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (_node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), &ns);
+        pdbs.create(
+            &PostParams::default(),
+            &pdb_max_unavailable_zero("users", "api"),
+        )
+        .await
+        .unwrap();
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        let w = until_ready(&client, &ns, "w", LIMIT).await;
+        let status = w.status.unwrap();
+        assert_eq!(status.protected.reused_pdbs, vec!["users".to_string()]);
+        assert_eq!(status.protected.pdbs, vec!["users".to_string()]);
+        assert!(guard_pdbs(&client, &ns).await.is_empty(), "no second PDB");
+        assert_eq!(
+            pdbs.list(&ListParams::default()).await.unwrap().items.len(),
+            1
+        );
+        wait::until("the user's PDB to be computed", LIMIT, || {
+            pdb_blocks(&client, &ns, "users")
+        })
+        .await;
+        assert_eq!(
+            evict(&client, &ns, &name(&pod)).await,
+            429,
+            "blocked by the user's PDB, not a 500"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_window_that_expires_while_the_operator_is_killed_is_released_right_after_restart() {
+    with_namespace(|client, ns| async move {
+        let mut op = Operator::start(&ns, &[]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        open(&client, &ns, &window("w", "api", "6s", json!({}))).await;
+        let w = until_ready(&client, &ns, "w", LIMIT).await;
+        let expires_at = w.status.unwrap().expires_at.unwrap().0;
+        op.kill();
+
+        // While the operator is down the protection stays in place.
+        assert!(protected(&client, &ns, &pod_name, &node).await);
+        let wait_for = expires_at
+            .duration_since(jiff::Timestamp::now())
+            .as_secs_f64()
+            .max(0.0)
+            + 1.0;
+        tokio::time::sleep(Duration::from_secs_f64(wait_for)).await;
+        assert!(
+            protected(&client, &ns, &pod_name, &node).await,
+            "nothing releases while the operator is down"
+        );
+        assert!(!guard_pdbs(&client, &ns).await.is_empty());
+
+        let restarted = Instant::now();
+        op.restart().await;
+        until_released(&client, &ns, &pod_name, &node, Duration::from_secs(5)).await;
+        eprintln!("released {:?} after the restart began", restarted.elapsed());
+        let status = wait::for_some(
+            "the window to be reported Expired",
+            Duration::from_secs(5),
+            || async {
+                get_window(&client, &ns, "w")
+                    .await
+                    .status
+                    .filter(|s| s.phase == Phase::Expired)
+            },
+        )
+        .await;
+        assert_eq!(
+            status.ended_at.unwrap().0,
+            expires_at,
+            "it ended at expiresAt, not at restart"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_window_whose_selector_matches_nothing_is_active_and_ready_with_zero_pods() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        open(&client, &ns, &window("w", "nothing-here", "10m", json!({}))).await;
+        let w = until_ready(&client, &ns, "w", LIMIT).await;
+        let status = w.status.unwrap();
+        assert_eq!(status.phase, Phase::Active);
+        assert_eq!((status.protected.pods, status.protected.nodes), (0, 0));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_karpenter_duration_option_writes_a_go_duration_ending_at_expires_at() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (_node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        open(
+            &client,
+            &ns,
+            &window(
+                "w",
+                "api",
+                "30m",
+                json!({"protect": {"karpenterDuration": true}}),
+            ),
+        )
+        .await;
+        let w = until_ready(&client, &ns, "w", LIMIT).await;
+        let expires_at = w.status.unwrap().expires_at.unwrap().0;
+        let p = Api::<Pod>::namespaced(client.clone(), &ns)
+            .get(&name(&pod))
+            .await
+            .unwrap();
+        let start = p.status.as_ref().unwrap().start_time.as_ref().unwrap().0;
+        let value = annotation(&p.metadata, DND).unwrap().to_string();
+        let secs: i64 = value
+            .strip_suffix('s')
+            .expect("a Go duration in seconds")
+            .parse()
+            .unwrap();
+        let expected = expires_at.duration_since(start).as_secs();
+        assert!((secs - expected).abs() <= 1, "{value} vs {expected}s");
+        assert_eq!(annotation(&p.metadata, SAFE_TO_EVICT), Some("false"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_api_server_refuses_windows_with_a_bad_ttl_or_a_malformed_selector() {
+    with_namespace(|client, ns| async move {
+        support::operator::ensure_crd();
+        let api = Api::<TestWindow>::namespaced(client.clone(), &ns);
+        let bad = [
+            ("negative", json!({"ttl": "-5m"})),
+            ("zero", json!({"ttl": "0s"})),
+            ("absurd", json!({"ttl": "1000h"})),
+            ("operator", json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Like", "values": ["a"]}]}})),
+            ("novalues", json!({"selector": {"matchExpressions": [{"key": "app", "operator": "In"}]}})),
+            ("extravalues", json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Exists", "values": ["a"]}]}})),
+        ];
+        for (name, extra) in bad {
+            let w = window(name, "api", "10m", extra);
+            match api.create(&PostParams::default(), &w).await {
+                Err(kube::Error::Api(status)) => assert_eq!(status.code, 422, "{name}: {status:?}"),
+                other => panic!("{name}: expected the API server to refuse it, got {other:?}"),
+            }
+        }
+        api.create(&PostParams::default(), &window("good", "api", "10m", json!({}))).await.expect("a valid window");
+
+        let out = support::kubectl().args(["get", "tw", "-n", &ns]).output().unwrap();
+        let header = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string();
+        for column in ["NAME", "PHASE", "EXPIRES", "PODS", "NODES", "REASON", "AGE"] {
+            assert!(header.contains(column), "missing column {column} in {header:?}");
+        }
+        let _ = api.delete("good", &DeleteParams::default()).await;
+    })
+    .await;
+}
+
+#[test]
+fn the_charts_crd_is_what_the_binary_generates() {
+    let out = std::process::Command::new(support::operator::binary())
+        .arg("crd")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let path = support::repo_root().join("charts/disruption-guard/crds/testwindows.yaml");
+    let chart = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let generated = String::from_utf8(out.stdout).unwrap();
+    if chart != generated {
+        let line = chart
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| chart.lines().count().min(generated.lines().count()));
+        panic!(
+            "{} drifted from `disruption-guard crd` (first difference at line {}): regenerate it with `disruption-guard crd > charts/disruption-guard/crds/testwindows.yaml`",
+            path.display(),
+            line + 1
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_report_counts_blocked_evictions_disrupted_nodes_and_pods_deleted_anyway() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+
+        // A drain starts: the node is cordoned and the pod stays (its eviction is refused).
+        Api::<Node>::all(client.clone())
+            .patch(
+                &node,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+            )
+            .await
+            .unwrap();
+        wait::until(
+            "the report to show the blocked eviction and the node",
+            LIMIT,
+            || async {
+                let r = get_window(&client, &ns, "w").await.status.unwrap().report;
+                r.evictions_blocked == 1 && r.nodes_disrupted == vec![node.clone()]
+            },
+        )
+        .await;
+        let report = get_window(&client, &ns, "w").await.status.unwrap().report;
+        assert_eq!(report.pods_disrupted, 0);
+
+        // Somebody deletes the protected pod anyway.
+        Api::<Pod>::namespaced(client.clone(), &ns)
+            .delete(&pod_name, &DeleteParams::default())
+            .await
+            .unwrap();
+        wait::until("the report to show the disrupted pod", LIMIT, || async {
+            let r = get_window(&client, &ns, "w").await.status.unwrap().report;
+            r.pods_disrupted == 1 && r.disrupted_pods == vec![pod_name.clone()]
+        })
+        .await;
+        close(&client, &ns, "w").await;
+        let status = wait::for_some("the window to close", LIMIT, || async {
+            get_window(&client, &ns, "w")
+                .await
+                .status
+                .filter(|s| s.phase == Phase::Closed)
+        })
+        .await;
+        assert_eq!(
+            status.report.evictions_blocked, 1,
+            "the report stays after close"
+        );
+        assert_eq!(status.report.pods_disrupted, 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_rollout_by_the_guard_is_counted_and_its_replaced_pod_is_not_a_disruption() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let (_node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+        wait::until("the window to track the Deployment", LIMIT, || async {
+            get_window(&client, &ns, "w").await.status.unwrap().tracking.restarted_at.contains_key("api")
+        })
+        .await;
+
+        // What the drain watcher does: `kubectl rollout restart`, written as disruption-guard.
+        let restart = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api"},
+            "spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": jiff::Timestamp::now().to_string()}}}}
+        });
+        Api::<Deployment>::namespaced(client.clone(), &ns)
+            .patch("api", &PatchParams::apply("disruption-guard"), &Patch::Apply(&restart))
+            .await
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        wait::until("the old pod to be replaced", LIMIT, || async {
+            pods.get_opt(&name(&pod)).await.unwrap().is_none()
+        })
+        .await;
+        wait::until("the report to count the rollout", LIMIT, || async {
+            let r = get_window(&client, &ns, "w").await.status.unwrap().report;
+            r.rollouts == 1
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let report = get_window(&client, &ns, "w").await.status.unwrap().report;
+        assert_eq!(report.pods_disrupted, 0, "{report:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_start_up_sweep_removes_what_no_window_wants_and_keeps_other_namespaces_windows() {
+    with_namespace(|client, ns| async move {
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        // A live window of another operator, in another namespace.
+        let other_ns = format!("{ns}-other");
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        namespaces
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": other_ns}})).unwrap())
+            .await
+            .unwrap();
+        support::operator::ensure_crd();
+        let live = open(&client, &other_ns, &window("elsewhere", "api", "10m", json!({}))).await;
+        let live_manager = format!("disruption-guard/{}", live.metadata.uid.unwrap());
+        let dead_manager = "disruption-guard/00000000-0000-0000-0000-00000000dead".to_string();
+
+        let dnd = |kind: &str, name: &str, key: &str| {
+            json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "annotations": {DND: "true", key: "x"}}})
+        };
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let nodes: Api<Node> = Api::all(client.clone());
+        pods.patch(&pod_name, &PatchParams::apply(&dead_manager), &Patch::Apply(dnd("Pod", &pod_name, SAFE_TO_EVICT)))
+            .await
+            .unwrap();
+        nodes
+            .patch(&node, &PatchParams::apply(&dead_manager), &Patch::Apply(dnd("Node", &node, SCALE_DOWN_DISABLED)))
+            .await
+            .unwrap();
+        nodes
+            .patch(&node, &PatchParams::apply(&live_manager), &Patch::Apply(dnd("Node", &node, "test/live")))
+            .await
+            .unwrap();
+        let stale: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": {"name": "stale-dg", "labels": {"app.kubernetes.io/managed-by": "disruption-guard"}},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "api"}}}
+        }))
+        .unwrap();
+        Api::<PodDisruptionBudget>::namespaced(client.clone(), &ns).create(&PostParams::default(), &stale).await.unwrap();
+
+        let _op = Operator::start(&ns, &[]).await;
+        wait::until("the leftovers to be swept", Duration::from_secs(5), || async {
+            let p = pods.get(&pod_name).await.unwrap();
+            let n = nodes.get(&node).await.unwrap();
+            guard_pdbs(&client, &ns).await.is_empty()
+                && guard_managers(&p.metadata).is_empty()
+                && annotation(&p.metadata, DND).is_none()
+                && guard_managers(&n.metadata) == vec![live_manager.clone()]
+        })
+        .await;
+        let n = nodes.get(&node).await.unwrap();
+        assert_eq!(annotation(&n.metadata, DND), Some("true"), "the live window's annotation stays");
+        assert_eq!(annotation(&n.metadata, "test/live"), Some("x"));
+        assert_eq!(annotation(&n.metadata, SCALE_DOWN_DISABLED), None);
+
+        let _ = Api::<TestWindow>::namespaced(client.clone(), &other_ns).delete("elsewhere", &DeleteParams::default()).await;
+        let _ = namespaces.delete(&other_ns, &DeleteParams::background()).await;
+    })
+    .await;
+}
+
+/// Reasons of the Events recorded on window `name`.
+async fn event_reasons(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_renewal_extends_an_open_window_and_max_ttl_caps_it_with_events_on_the_way() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &["--max-ttl=1h"]).await;
+        let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        open(&client, &ns, &window("w", "api", "6s", json!({}))).await;
+        let w = until_ready(&client, &ns, "w", LIMIT).await;
+        let status = w.status.unwrap();
+        let opened = status.opened_at.unwrap().0;
+        assert_eq!(
+            status.expires_at.unwrap().0,
+            opened + jiff::SignedDuration::from_secs(6)
+        );
+
+        Api::<TestWindow>::namespaced(client.clone(), &ns)
+            .patch(
+                "w",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"ttl": "100h"}})),
+            )
+            .await
+            .unwrap();
+        wait::until(
+            "the renewal, capped at --max-ttl",
+            Duration::from_secs(5),
+            || async {
+                let s = get_window(&client, &ns, "w").await.status.unwrap();
+                s.expires_at.unwrap().0 == opened + jiff::SignedDuration::from_hours(1)
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let s = get_window(&client, &ns, "w").await.status.unwrap();
+        assert_eq!(s.phase, Phase::Active, "renewed past its first ttl");
+        assert!(protected(&client, &ns, &name(&pod), &node).await);
+
+        close(&client, &ns, "w").await;
+        wait::until(
+            "Opened, Ready, Renewed and Closed Events",
+            LIMIT,
+            || async {
+                let reasons = event_reasons(&client, &ns, "w").await;
+                ["Opened", "Ready", "Renewed", "Closed"]
+                    .iter()
+                    .all(|r| reasons.iter().any(|x| x == r))
+            },
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_ended_window_keeps_its_report_for_the_retention_then_is_deleted() {
+    with_namespace(|client, ns| async move {
+        let _op = Operator::start(&ns, &["--retention=3s"]).await;
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+        close(&client, &ns, "w").await;
+        let windows = Api::<TestWindow>::namespaced(client.clone(), &ns);
+        wait::until("the window to close", LIMIT, || async {
+            windows
+                .get("w")
+                .await
+                .unwrap()
+                .status
+                .is_some_and(|s| s.phase == Phase::Closed)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(
+            windows.get_opt("w").await.unwrap().is_some(),
+            "kept during the retention"
+        );
+        wait::until(
+            "the window to be deleted after the retention",
+            Duration::from_secs(10),
+            || async { windows.get_opt("w").await.unwrap().is_none() },
+        )
+        .await;
+    })
+    .await;
+}
