@@ -468,3 +468,144 @@ async fn two_nodes_drained_at_once_roll_each_of_five_lone_replica_deployments_ou
     })
     .await;
 }
+
+/// Cordons `node` (a disruption signal by itself, as `kubectl drain` starts with it).
+fn cordon(node: &str) {
+    let out = kubectl().args(["cordon", node]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn generation(client: &Client, ns: &str, app: &str) -> Option<i64> {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(app)
+        .await
+        .unwrap()
+        .metadata
+        .generation
+}
+
+#[tokio::test]
+async fn a_restarted_operator_does_not_roll_out_again_for_the_same_node() {
+    with_namespace(|client, ns| async move {
+        let mut operator = Operator::start(&ns, &["--drain-resync=1s"]).await;
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        // No second node: the new pod stays Pending, so the old one stays on the cordoned node
+        // and every pass sees the same blocked pod again.
+        let app = deploy_lone(&client, &ns, lone(&ns, "web"), &node).await;
+        cordon(&node);
+        wait::until("the rollout", LIMIT, || async {
+            generation(&client, &ns, &app).await == Some(2)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            generation(&client, &ns, &app).await,
+            Some(2),
+            "once per process"
+        );
+
+        operator.restart().await;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(
+            generation(&client, &ns, &app).await,
+            Some(2),
+            "once across restarts"
+        );
+        let metrics = operator.metrics().await;
+        // The marker, not the rollout in progress, is what stops it: no skip is reported.
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_skips_total{reason=\"rollout_in_progress\"}"
+            ),
+            0.0,
+            "{metrics}"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}"
+            ),
+            0.0
+        );
+        let old = ready_pods(&client, &ns, &app).await;
+        assert_eq!(node_of(&old[0]).as_deref(), Some(node.as_str()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_deployment_that_opted_out_is_not_rolled_out() {
+    with_namespace(|client, ns| async move {
+        let operator = Operator::start(&ns, &[]).await;
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        let opted_out =
+            lone(&ns, "web").annotation("disruption-guard.io/rollout-on-drain", "false");
+        let app = deploy_lone(&client, &ns, opted_out, &node).await;
+        create_ready_node(&client, &ns, &format!("{ns}-b")).await;
+        cordon(&node);
+        wait::until("the opt-out to be counted", LIMIT, || async {
+            let metrics = operator.metrics().await;
+            metric(
+                &metrics,
+                "disruption_guard_drain_skips_total{reason=\"opted_out\"}",
+            ) == 1.0
+        })
+        .await;
+        assert_eq!(generation(&client, &ns, &app).await, Some(1));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn namespaces_outside_the_drain_namespace_selector_are_left_alone() {
+    with_namespace(|client, ns| async move {
+        let operator = Operator::start(
+            &ns,
+            &[
+                "--drain-namespace-selector=disruption-guard.io/no-such-label",
+                "--drain-resync=1s",
+            ],
+        )
+        .await;
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        let app = deploy_lone(&client, &ns, lone(&ns, "web"), &node).await;
+        create_ready_node(&client, &ns, &format!("{ns}-b")).await;
+        cordon(&node);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(generation(&client, &ns, &app).await, Some(1));
+
+        // The same operator acts once the namespace matches.
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        namespaces
+            .patch(
+                &ns,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"disruption-guard.io/no-such-label": "x"}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        wait::until("the rollout once the namespace matches", LIMIT, || async {
+            generation(&client, &ns, &app).await == Some(2)
+        })
+        .await;
+        let metrics = operator.metrics().await;
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}"
+            ),
+            1.0
+        );
+    })
+    .await;
+}
