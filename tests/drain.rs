@@ -609,3 +609,161 @@ async fn namespaces_outside_the_drain_namespace_selector_are_left_alone() {
     })
     .await;
 }
+
+/// p-th percentile (nearest rank) of sorted milliseconds.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The merge patch that sets or removes the `karpenter.sh/disrupted` taint, keeping others.
+async fn disrupted_taint_patch(nodes: &Api<Node>, name: &str, on: bool) -> serde_json::Value {
+    let node = nodes.get(name).await.unwrap();
+    let mut taints: Vec<serde_json::Value> = node
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != "karpenter.sh/disrupted")
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    if on {
+        taints.push(json!({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}));
+    }
+    json!({"spec": {"taints": taints}})
+}
+
+async fn set_disrupted_taint(nodes: &Api<Node>, name: &str, on: bool) {
+    let patch = disrupted_taint_patch(nodes, name, on).await;
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Benchmark, not a check: `DRAIN_BENCH_N` (default 50) times, taint the node of a lone pod
+/// `karpenter.sh/disrupted` and time, from just before the taint PATCH, (a) a bare node watch
+/// in this process seeing the taint — the floor — and (b) a Deployment watch seeing the
+/// operator's rollout patch. The pod ping-pongs between two private nodes.
+///
+/// `DRAIN_BENCH_N=200 cargo test --test drain -- --ignored --nocapture signal_to_rollout`
+#[tokio::test]
+#[ignore = "benchmark: prints figures"]
+async fn signal_to_rollout_latency_beside_a_bare_watch() {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let n: usize = std::env::var("DRAIN_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    with_namespace(move |client, ns| async move {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let names = [format!("{ns}-a"), format!("{ns}-b")];
+        create_ready_node(&client, &ns, &names[0]).await;
+        let app = deploy_lone(&client, &ns, lone(&ns, "bench"), &names[0]).await;
+        create_ready_node(&client, &ns, &names[1]).await;
+        let operator = Operator::start(&ns, &[]).await;
+
+        // (instant, node name, tainted) and (instant, generation), from bare watches.
+        let (node_tx, mut node_rx) = tokio::sync::mpsc::unbounded_channel();
+        let node_watch = watcher(
+            nodes.clone(),
+            watcher::Config::default().labels(&format!("{TEST_NAMESPACE_LABEL}={ns}")),
+        )
+        .applied_objects();
+        let node_task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(node_watch);
+            while let Some(Ok(node)) = stream.next().await {
+                let tainted = node
+                    .spec
+                    .and_then(|s| s.taints)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|t| t.key == "karpenter.sh/disrupted");
+                let _ = node_tx.send((Instant::now(), node.metadata.name.unwrap(), tainted));
+            }
+        });
+        let (dep_tx, mut dep_rx) = tokio::sync::mpsc::unbounded_channel();
+        let dep_watch = watcher(deployments.clone(), watcher::Config::default()).applied_objects();
+        let dep_task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(dep_watch);
+            while let Some(Ok(d)) = stream.next().await {
+                let _ = dep_tx.send((Instant::now(), d.metadata.generation.unwrap_or(0)));
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let (mut floor, mut rollout) = (Vec::new(), Vec::new());
+        let mut expected_generation = generation(&client, &ns, &app).await.unwrap();
+        for i in 0..n {
+            let (from, to) = (&names[i % 2], &names[(i + 1) % 2]);
+            while node_rx.try_recv().is_ok() {}
+            while dep_rx.try_recv().is_ok() {}
+            expected_generation += 1;
+            let patch = disrupted_taint_patch(&nodes, from, true).await;
+            let started = Instant::now();
+            nodes
+                .patch(from, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+            let seen = loop {
+                let (at, name, tainted) = node_rx.recv().await.unwrap();
+                if &name == from && tainted {
+                    break at;
+                }
+            };
+            let patched = loop {
+                let (at, generation) = tokio::time::timeout(LIMIT, dep_rx.recv())
+                    .await
+                    .expect("the rollout within the limit")
+                    .unwrap();
+                if generation >= expected_generation {
+                    break at;
+                }
+            };
+            floor.push((seen - started).as_secs_f64() * 1000.0);
+            rollout.push((patched - started).as_secs_f64() * 1000.0);
+            wait::until("the pod to move", LIMIT, || async {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                let all = pods.list(&ListParams::default()).await.unwrap().items;
+                all.len() == 1 && is_ready(&all[0]) && node_of(&all[0]).as_deref() == Some(to)
+            })
+            .await;
+            set_disrupted_taint(&nodes, from, false).await;
+        }
+        node_task.abort();
+        dep_task.abort();
+
+        floor.sort_by(f64::total_cmp);
+        rollout.sort_by(f64::total_cmp);
+        println!("signal → rollout over {n} disruptions (ms, from just before the taint PATCH)");
+        println!("                               p50      p99      max");
+        for (label, v) in [
+            ("bare watch sees the taint", &floor),
+            ("watch sees the rollout patch", &rollout),
+        ] {
+            println!(
+                "{label:<30} {:>7.1}  {:>7.1}  {:>7.1}",
+                percentile(v, 50.0),
+                percentile(v, 99.0),
+                v[v.len() - 1]
+            );
+        }
+        let metrics = operator.metrics().await;
+        let sum = metric(
+            &metrics,
+            "disruption_guard_drain_signal_to_rollout_seconds_sum",
+        );
+        let count = metric(
+            &metrics,
+            "disruption_guard_drain_signal_to_rollout_seconds_count",
+        );
+        println!(
+            "inside the operator, first seen → patch answered: mean {:.1} ms over {count} rollouts",
+            sum / count * 1000.0
+        );
+    })
+    .await;
+}

@@ -13,7 +13,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use serde_json::json;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::ROLLED_OUT_FOR_NODE;
 use super::decide::{self, Decision, Facts, Plan, SkipReason, controller_of};
@@ -59,15 +59,23 @@ impl Actor {
         if !self.may_act() {
             return Ok(None);
         }
+        let started = std::time::Instant::now();
         let fresh = self
             .recheck(plan, enabled, max_replicas, rolled_out_before)
             .await?;
+        let rechecked = started.elapsed();
         match fresh {
             Some((Decision::RollOut(fresh), deployment)) => {
                 if fresh.deployment_uid != plan.deployment_uid {
                     return Ok(Some(Decision::Ignore));
                 }
                 self.patch(&fresh, &deployment).await?;
+                debug!(
+                    deployment = %fresh.deployment,
+                    recheck_ms = rechecked.as_secs_f64() * 1000.0,
+                    patch_ms = (started.elapsed() - rechecked).as_secs_f64() * 1000.0,
+                    "rollout patched"
+                );
                 Ok(Some(Decision::RollOut(fresh)))
             }
             Some((decision, _)) => Ok(Some(decision)),
@@ -86,50 +94,66 @@ impl Actor {
     ) -> Result<Option<(Decision, Deployment)>, Error> {
         let read = |what| move |source| Error::Recheck { what, source };
         let ns = plan.namespace.as_str();
-        let node = Api::<Node>::all(self.client.clone())
-            .get_opt(&plan.node.name)
-            .await
-            .map_err(read("the node"))?;
+        // Everything but the ReplicaSet at once (its name comes from the fresh pod), then the
+        // chain pod → ReplicaSet → Deployment is checked again.
+        let client = &self.client;
+        let (node, pod, deployment, pdbs) = futures::try_join!(
+            async {
+                Api::<Node>::all(client.clone())
+                    .get_opt(&plan.node.name)
+                    .await
+                    .map_err(read("the node"))
+            },
+            async {
+                Api::<Pod>::namespaced(client.clone(), ns)
+                    .get_opt(&plan.pod)
+                    .await
+                    .map_err(read("the pod"))
+            },
+            async {
+                Api::<Deployment>::namespaced(client.clone(), ns)
+                    .get_opt(&plan.deployment)
+                    .await
+                    .map_err(read("the Deployment"))
+            },
+            async {
+                Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(read("the PodDisruptionBudgets"))
+            },
+        )?;
         let Some(node) = node.filter(|n| n.metadata.uid.as_deref() == Some(&plan.node.uid)) else {
             return Ok(None);
         };
         if signals::disruption(&node, enabled).is_none() {
             return Ok(None);
         }
-        let pod = Api::<Pod>::namespaced(self.client.clone(), ns)
-            .get_opt(&plan.pod)
-            .await
-            .map_err(read("the pod"))?;
         let Some(pod) = pod.filter(|p| {
             p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&plan.node.name)
         }) else {
             return Ok(None);
         };
+        let Some(deployment) =
+            deployment.filter(|d| d.metadata.uid.as_deref() == Some(&plan.deployment_uid))
+        else {
+            return Ok(None);
+        };
         let Some(rs_ref) = controller_of(&pod.metadata).filter(|o| o.kind == "ReplicaSet") else {
             return Ok(None);
         };
-        let rs = Api::<ReplicaSet>::namespaced(self.client.clone(), ns)
+        let rs = Api::<ReplicaSet>::namespaced(client.clone(), ns)
             .get_metadata_opt(&rs_ref.name)
             .await
             .map_err(read("the ReplicaSet"))?
             .filter(|rs| rs.metadata.uid.as_deref() == Some(&rs_ref.uid));
         let Some(rs) = rs else { return Ok(None) };
-        let Some(d_ref) = controller_of(&rs.metadata).filter(|o| o.kind == "Deployment") else {
+        let owned = controller_of(&rs.metadata)
+            .is_some_and(|o| o.kind == "Deployment" && o.uid == plan.deployment_uid);
+        if !owned {
             return Ok(None);
-        };
-        let deployment = Api::<Deployment>::namespaced(self.client.clone(), ns)
-            .get_opt(&d_ref.name)
-            .await
-            .map_err(read("the Deployment"))?
-            .filter(|d| d.metadata.uid.as_deref() == Some(&d_ref.uid));
-        let Some(deployment) = deployment else {
-            return Ok(None);
-        };
-        let pdbs = Api::<PodDisruptionBudget>::namespaced(self.client.clone(), ns)
-            .list(&ListParams::default())
-            .await
-            .map_err(read("the PodDisruptionBudgets"))?
-            .items;
+        }
+        let pdbs = pdbs.items;
         let pdbs: Vec<&PodDisruptionBudget> = pdbs.iter().collect();
         let decision = decide::decide(&Facts {
             node: &plan.node,

@@ -1,7 +1,10 @@
 //! What this process already did per (workload, node): a rollout is made once per
 //! (Deployment uid, node uid), and a skip is reported (Event, metric) once per reason. The
 //! Deployment annotation `disruption-guard.io/rolled-out-for-node` carries the rollout across
-//! restarts; this map only saves the round trip and de-duplicates skip reports.
+//! restarts; this map only saves the round trip and de-duplicates skip reports. A node's
+//! entries go when the node goes or its disruption ends, so a later disruption of the same
+//! node is handled afresh (the annotation still stops a second rollout for the same node in a
+//! row).
 
 use std::collections::HashMap;
 
@@ -38,7 +41,7 @@ impl Ledger {
         self.outcomes.insert(key(workload_uid, node_uid), new) != Some(new)
     }
 
-    /// Forgets a node that is gone.
+    /// Forgets a node that is gone or no longer disrupted.
     pub fn forget_node(&mut self, node_uid: &str) {
         self.outcomes.retain(|(_, node), _| node != node_uid);
     }

@@ -96,7 +96,10 @@ impl Watcher {
         let uid = node.metadata.uid.clone().unwrap_or_default();
         let drain = &self.state.args.drain;
         let Some(raised) = signals::disruption(node, &drain.signals) else {
-            self.first_seen.remove(&uid);
+            // The disruption is over (or never began): a later one is a new episode.
+            if self.first_seen.remove(&uid).is_some() {
+                self.ledger.forget_node(&uid);
+            }
             return;
         };
         let first = *self
