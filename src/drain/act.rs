@@ -84,7 +84,8 @@ impl Actor {
     }
 
     /// Fresh GETs of the node, the pod, its ReplicaSet and Deployment, and the namespace's
-    /// PDBs, then the same decision as from the stores. `None` when the node or pod moved on.
+    /// PDBs (in parallel: one round trip), then the same decision as from the stores. `None`
+    /// when the node, pod or owner chain moved on.
     async fn recheck(
         &self,
         plan: &Plan,
@@ -94,10 +95,9 @@ impl Actor {
     ) -> Result<Option<(Decision, Deployment)>, Error> {
         let read = |what| move |source| Error::Recheck { what, source };
         let ns = plan.namespace.as_str();
-        // Everything but the ReplicaSet at once (its name comes from the fresh pod), then the
-        // chain pod → ReplicaSet → Deployment is checked again.
+        // All reads at once; then the chain pod → ReplicaSet → Deployment is checked again.
         let client = &self.client;
-        let (node, pod, deployment, pdbs) = futures::try_join!(
+        let (node, pod, rs, deployment, pdbs) = futures::try_join!(
             async {
                 Api::<Node>::all(client.clone())
                     .get_opt(&plan.node.name)
@@ -109,6 +109,12 @@ impl Actor {
                     .get_opt(&plan.pod)
                     .await
                     .map_err(read("the pod"))
+            },
+            async {
+                Api::<ReplicaSet>::namespaced(client.clone(), ns)
+                    .get_metadata_opt(&plan.replica_set)
+                    .await
+                    .map_err(read("the ReplicaSet"))
             },
             async {
                 Api::<Deployment>::namespaced(client.clone(), ns)
@@ -139,18 +145,12 @@ impl Actor {
         else {
             return Ok(None);
         };
-        let Some(rs_ref) = controller_of(&pod.metadata).filter(|o| o.kind == "ReplicaSet") else {
-            return Ok(None);
-        };
-        let rs = Api::<ReplicaSet>::namespaced(client.clone(), ns)
-            .get_metadata_opt(&rs_ref.name)
-            .await
-            .map_err(read("the ReplicaSet"))?
-            .filter(|rs| rs.metadata.uid.as_deref() == Some(&rs_ref.uid));
         let Some(rs) = rs else { return Ok(None) };
-        let owned = controller_of(&rs.metadata)
+        let pod_owned = controller_of(&pod.metadata)
+            .is_some_and(|o| o.kind == "ReplicaSet" && Some(&o.uid) == rs.metadata.uid.as_ref());
+        let rs_owned = controller_of(&rs.metadata)
             .is_some_and(|o| o.kind == "Deployment" && o.uid == plan.deployment_uid);
-        if !owned {
+        if !(pod_owned && rs_owned) {
             return Ok(None);
         }
         let pdbs = pdbs.items;

@@ -135,6 +135,8 @@ pub struct Plan {
     pub deployment: String,
     /// Deployment uid.
     pub deployment_uid: String,
+    /// The ReplicaSet between the pod and the Deployment.
+    pub replica_set: String,
     /// The pod that blocks the drain.
     pub pod: String,
     /// The PDB that blocks its eviction.
@@ -193,10 +195,11 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
             );
         }
         Owner::ReplicaSet {
-            replica_set: Some(_),
+            replica_set: Some(rs),
             deployment: Some(d),
-        } => d,
+        } => (rs, d),
     };
+    let (replica_set, deployment) = deployment;
     let subject = reference(&deployment.metadata, "apps/v1", "Deployment");
     let annotations = deployment.metadata.annotations.as_ref();
     let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
@@ -234,6 +237,7 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
         namespace: deployment.metadata.namespace.clone().unwrap_or_default(),
         deployment: deployment.metadata.name.clone().unwrap_or_default(),
         deployment_uid: deployment.metadata.uid.clone().unwrap_or_default(),
+        replica_set: replica_set.name.clone().unwrap_or_default(),
         pod: pod.metadata.name.clone().unwrap_or_default(),
         pdb: pdb_name,
         node: facts.node.clone(),

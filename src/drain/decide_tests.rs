@@ -97,6 +97,7 @@ fn a_lone_pod_under_a_blocking_pdb_with_default_strategy_is_rolled_out() {
             namespace: "ns".into(),
             deployment: "web".into(),
             deployment_uid: "deploy-uid".into(),
+            replica_set: "web-rs".into(),
             pod: "web-abc".into(),
             pdb: "web-pdb".into(),
             node: node(),
