@@ -1,20 +1,103 @@
 //! The drain watcher: rolls out lone-replica Deployments whose pod sits on a node that is being
 //! drained, so the replacement starts elsewhere before the old pod goes.
+//!
+//! - [`signals`]: which node states mean "being disrupted" (pure);
+//! - [`strategy`]: a Deployment's rolling-update bounds as the controller resolves them (pure);
+//! - [`decide`]: roll out, skip (and why) or ignore, for one pod on one node (pure);
+//! - [`stores`]: the narrow watches and reflector stores the decisions read;
+//! - [`watcher`]: the loop from triggers to decisions;
+//! - [`act`]: the only writer — re-check with fresh reads, patch, Events;
+//! - [`ledger`]: what was already done, per (Deployment, node).
 
+pub mod act;
+pub mod decide;
+mod error;
+pub mod ledger;
 mod metrics;
+pub mod signals;
+pub mod stores;
+pub mod strategy;
+pub mod watcher;
 
+pub use error::Error;
 pub use metrics::DrainMetrics;
+pub use signals::Signal;
 
 use clap::Args;
+use tracing::info;
 
 use crate::operator::State;
 
+/// Deployment annotation recording the node (`<name>/<uid>`) a rollout was made for, so a
+/// restarted operator does not roll the same Deployment out again for the same node.
+pub const ROLLED_OUT_FOR_NODE: &str = "disruption-guard.io/rolled-out-for-node";
+
 /// Flags of the drain watcher.
 #[derive(Debug, Clone, Args)]
-pub struct DrainArgs {}
+pub struct DrainArgs {
+    /// Node states that mean the node is being drained (comma-separated): karpenter-disrupted,
+    /// cluster-autoscaler, unschedulable, deleting, or taint:<key> for any other taint.
+    #[arg(
+        long = "drain-signals",
+        env = "DISRUPTION_GUARD_DRAIN_SIGNALS",
+        value_delimiter = ',',
+        default_value = signals::DEFAULT_SIGNALS
+    )]
+    pub signals: Vec<Signal>,
+
+    /// Roll out Deployments running at most this many replicas.
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_REPLICAS", default_value_t = 1)]
+    pub max_replicas: i32,
+
+    /// Only act on pods in namespaces matching this label selector (all when unset); applies
+    /// on top of --namespaces.
+    #[arg(long, env = "DISRUPTION_GUARD_DRAIN_NAMESPACE_SELECTOR")]
+    pub drain_namespace_selector: Option<String>,
+
+    /// Look at every disrupted node this often, besides reacting to changes.
+    #[arg(long, env = "DISRUPTION_GUARD_DRAIN_RESYNC", default_value = "10s")]
+    pub drain_resync: kube::core::Duration,
+}
+
+/// Readiness gate of the drain watcher's watches.
+const READY_GATE: &str = "drain";
 
 /// Runs the drain watcher until shutdown.
 pub async fn run(state: State) -> anyhow::Result<()> {
-    state.shutdown.cancelled().await;
-    Ok(())
+    state.ready.register(READY_GATE);
+    let args = &state.args;
+    let scope = match args.namespaces.as_slice() {
+        [only] => Some(only.as_str()),
+        _ => None,
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (stores, tasks) = stores::Stores::start(
+        &state.client,
+        scope,
+        args.drain.drain_namespace_selector.as_deref(),
+        &tx,
+    );
+    let result = async {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return Ok(()),
+            ready = stores.wait_until_ready() => ready?,
+        }
+        state.ready.mark_synced(READY_GATE);
+        info!(
+            signals = ?args.drain.signals,
+            max_replicas = args.drain.max_replicas,
+            namespace_selector = ?args.drain.drain_namespace_selector,
+            "drain watcher started"
+        );
+        let resync = std::time::Duration::from(args.drain.drain_resync);
+        watcher::Watcher::new(state.clone(), stores)
+            .run(rx, resync)
+            .await;
+        anyhow::Ok(())
+    }
+    .await;
+    for task in tasks {
+        task.abort();
+    }
+    result
 }

@@ -1,0 +1,319 @@
+//! The one place the drain watcher writes: [`Actor::act`] re-checks a rollout decision against
+//! fresh reads, then patches the Deployment the way `kubectl rollout restart` does and records
+//! the node on it, and says so in Events on the Deployment and the node.
+//!
+//! Only the Lease holder may act: the leadership check belongs at the top of [`Actor::act`]
+//! (today every replica is the leader; see [`Actor::may_act`]).
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+use serde_json::json;
+use tracing::{debug, warn};
+
+use super::ROLLED_OUT_FOR_NODE;
+use super::decide::{self, Decision, Facts, Plan, SkipReason, controller_of};
+use super::error::Error;
+use super::signals::{self, Raised, Signal};
+use crate::resources::names::{FIELD_MANAGER, RESTARTED_AT};
+
+/// Writes rollouts and Events.
+#[derive(Clone)]
+pub struct Actor {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl Actor {
+    /// An actor reporting Events as `disruption-guard`.
+    pub fn new(client: Client) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+        }
+    }
+
+    /// Whether this replica may write. The Lease check goes here once leader election exists.
+    fn may_act(&self) -> bool {
+        true
+    }
+
+    /// Re-decides `plan` from fresh reads and, if it still holds, rolls the Deployment out.
+    /// Returns the fresh decision (`RollOut` means the patch was made), or `None` when this
+    /// replica may not act.
+    pub async fn act(
+        &self,
+        plan: &Plan,
+        enabled: &[Signal],
+        max_replicas: i32,
+        rolled_out_before: bool,
+    ) -> Result<Option<Decision>, Error> {
+        if !self.may_act() {
+            return Ok(None);
+        }
+        let started = std::time::Instant::now();
+        let fresh = self
+            .recheck(plan, enabled, max_replicas, rolled_out_before)
+            .await?;
+        let rechecked = started.elapsed();
+        match fresh {
+            Some((Decision::RollOut(fresh), deployment)) => {
+                if fresh.deployment_uid != plan.deployment_uid {
+                    return Ok(Some(Decision::Ignore));
+                }
+                self.patch(&fresh, &deployment).await?;
+                debug!(
+                    deployment = %fresh.deployment,
+                    recheck_ms = rechecked.as_secs_f64() * 1000.0,
+                    patch_ms = (started.elapsed() - rechecked).as_secs_f64() * 1000.0,
+                    "rollout patched"
+                );
+                Ok(Some(Decision::RollOut(fresh)))
+            }
+            Some((decision, _)) => Ok(Some(decision)),
+            None => Ok(Some(Decision::Ignore)),
+        }
+    }
+
+    /// Fresh GETs of the node, the pod, its ReplicaSet and Deployment, and the namespace's
+    /// PDBs (in parallel: one round trip), then the same decision as from the stores. `None`
+    /// when the node, pod or owner chain moved on.
+    async fn recheck(
+        &self,
+        plan: &Plan,
+        enabled: &[Signal],
+        max_replicas: i32,
+        rolled_out_before: bool,
+    ) -> Result<Option<(Decision, Deployment)>, Error> {
+        let read = |what| move |source| Error::Recheck { what, source };
+        let ns = plan.namespace.as_str();
+        // All reads at once; then the chain pod → ReplicaSet → Deployment is checked again.
+        let client = &self.client;
+        let (node, pod, rs, deployment, pdbs) = futures::try_join!(
+            async {
+                Api::<Node>::all(client.clone())
+                    .get_opt(&plan.node.name)
+                    .await
+                    .map_err(read("the node"))
+            },
+            async {
+                Api::<Pod>::namespaced(client.clone(), ns)
+                    .get_opt(&plan.pod)
+                    .await
+                    .map_err(read("the pod"))
+            },
+            async {
+                Api::<ReplicaSet>::namespaced(client.clone(), ns)
+                    .get_metadata_opt(&plan.replica_set)
+                    .await
+                    .map_err(read("the ReplicaSet"))
+            },
+            async {
+                Api::<Deployment>::namespaced(client.clone(), ns)
+                    .get_opt(&plan.deployment)
+                    .await
+                    .map_err(read("the Deployment"))
+            },
+            async {
+                Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(read("the PodDisruptionBudgets"))
+            },
+        )?;
+        let Some(node) = node.filter(|n| n.metadata.uid.as_deref() == Some(&plan.node.uid)) else {
+            return Ok(None);
+        };
+        if signals::disruption(&node, enabled).is_none() {
+            return Ok(None);
+        }
+        let Some(pod) = pod.filter(|p| {
+            p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&plan.node.name)
+        }) else {
+            return Ok(None);
+        };
+        let Some(deployment) =
+            deployment.filter(|d| d.metadata.uid.as_deref() == Some(&plan.deployment_uid))
+        else {
+            return Ok(None);
+        };
+        let Some(rs) = rs else { return Ok(None) };
+        let pod_owned = controller_of(&pod.metadata)
+            .is_some_and(|o| o.kind == "ReplicaSet" && Some(&o.uid) == rs.metadata.uid.as_ref());
+        let rs_owned = controller_of(&rs.metadata)
+            .is_some_and(|o| o.kind == "Deployment" && o.uid == plan.deployment_uid);
+        if !(pod_owned && rs_owned) {
+            return Ok(None);
+        }
+        let pdbs = pdbs.items;
+        let pdbs: Vec<&PodDisruptionBudget> = pdbs.iter().collect();
+        let decision = decide::decide(&Facts {
+            node: &plan.node,
+            pod: &pod,
+            owner: decide::owner(&pod, Some(&rs.metadata), Some(&deployment)),
+            pdbs: &pdbs,
+            rolled_out_before,
+            max_replicas,
+        });
+        Ok(Some((decision, deployment)))
+    }
+
+    /// The `kubectl rollout restart` patch plus the node marker, as one server-side apply
+    /// guarded by the resourceVersion that was re-checked.
+    async fn patch(&self, plan: &Plan, deployment: &Deployment) -> Result<(), Error> {
+        let previous = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(RESTARTED_AT));
+        let restarted_at = restarted_at(Timestamp::now(), previous.map(String::as_str));
+        let patch = json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": plan.deployment,
+                "namespace": plan.namespace,
+                "resourceVersion": deployment.metadata.resource_version,
+                "annotations": {ROLLED_OUT_FOR_NODE: plan.node.marker()},
+            },
+            "spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: restarted_at}}}},
+        });
+        Api::<Deployment>::namespaced(self.client.clone(), &plan.namespace)
+            .patch(
+                &plan.deployment,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|e| match &e {
+                kube::Error::Api(s) if s.code == 409 => Error::Conflict(e),
+                _ => Error::Patch(e),
+            })?;
+        Ok(())
+    }
+
+    /// Events on the Deployment and the node after a rollout.
+    pub async fn report_rollout(&self, plan: &Plan, raised: &Raised) {
+        let deployment = ObjectReference {
+            api_version: Some("apps/v1".into()),
+            kind: Some("Deployment".into()),
+            name: Some(plan.deployment.clone()),
+            namespace: Some(plan.namespace.clone()),
+            uid: Some(plan.deployment_uid.clone()),
+            ..Default::default()
+        };
+        let node = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(plan.node.name.clone()),
+            uid: Some(plan.node.uid.clone()),
+            ..Default::default()
+        };
+        let why = format!(
+            "node {} is being disrupted ({}) and PodDisruptionBudget {} allows no disruption \
+             of pod {}",
+            plan.node.name, raised.signal, plan.pdb, plan.pod
+        );
+        self.publish(
+            &deployment,
+            EventType::Normal,
+            "RolledOutForDrain",
+            format!("Rolled out so a new pod starts on another node first: {why}"),
+            Some(node.clone()),
+        )
+        .await;
+        self.publish(
+            &node,
+            EventType::Normal,
+            "RolledOutDeployment",
+            format!(
+                "Rolled out Deployment {}/{} so that its lone pod moves without downtime: {why}",
+                plan.namespace, plan.deployment
+            ),
+            Some(deployment),
+        )
+        .await;
+    }
+
+    /// The Event for a skip: a Warning when the drain stays blocked by something a person
+    /// should look at.
+    pub async fn report_skip(&self, subject: &ObjectReference, reason: SkipReason, node: &str) {
+        let type_ = if reason.warns() {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let note = format!(
+            "Not rolled out although node {node} is being disrupted and a \
+             PodDisruptionBudget blocks the eviction: {} ({})",
+            reason.explain(),
+            reason.as_str()
+        );
+        self.publish(subject, type_, "DrainRolloutSkipped", note, None)
+            .await;
+    }
+
+    async fn publish(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+        secondary: Option<ObjectReference>,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "RolloutOnDrain".into(),
+            secondary,
+        };
+        if let Err(error) = self.recorder.publish(&event, regarding).await {
+            warn!(%error, reason, name = ?regarding.name, "could not publish an Event");
+        }
+    }
+}
+
+/// The `restartedAt` value: RFC 3339 to the second like kubectl, to the millisecond when the
+/// second-precision value equals the previous one (it would not change the template).
+fn restarted_at(now: Timestamp, previous: Option<&str>) -> String {
+    let seconds = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    if previous == Some(seconds.as_str()) {
+        now.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+    } else {
+        seconds
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarted_at_is_rfc3339_to_the_second_like_kubectl() {
+        let now: Timestamp = "2026-12-02T14:05:06.789Z".parse().unwrap();
+        assert_eq!(restarted_at(now, None), "2026-12-02T14:05:06Z");
+        assert_eq!(
+            restarted_at(now, Some("2026-12-01T00:00:00Z")),
+            "2026-12-02T14:05:06Z"
+        );
+    }
+
+    #[test]
+    fn restarted_at_still_changes_the_template_within_the_same_second() {
+        let now: Timestamp = "2026-12-02T14:05:06.789Z".parse().unwrap();
+        assert_eq!(
+            restarted_at(now, Some("2026-12-02T14:05:06Z")),
+            "2026-12-02T14:05:06.789Z"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! The drain watcher's view of the cluster: reflector stores of nodes, pods, ReplicaSets,
+//! Deployments and PDBs (and namespaces when `--drain-namespace-selector` is set), and the
+//! triggers their changes send to the watcher loop.
+//!
+//! Watches are narrow:
+//! - nodes: full objects (taints and `spec.unschedulable` are in the spec), cluster-wide;
+//! - pods: a metadata-only watch cannot be used, since `spec.nodeName` is needed. Instead a full
+//!   watch narrowed by the field selector `spec.nodeName!=,status.phase!=Succeeded,
+//!   status.phase!=Failed` (scheduled, running pods only), trimmed before it is stored to the
+//!   name, labels, owners, node and phase, so the store stays small;
+//! - ReplicaSets: metadata only (only their owner references are read);
+//! - Deployments and PDBs: full, without managed fields.
+//!
+//! With `--namespaces` naming exactly one namespace every namespaced watch is limited to it.
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+use tracing::warn;
+
+/// Field selector of the pod watch: pods bound to a node that have not finished.
+pub const POD_FIELD_SELECTOR: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+
+/// What woke the watcher loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// A node was added or changed.
+    Node(String),
+    /// A node was deleted (its uid).
+    NodeGone(String),
+    /// A pod, ReplicaSet, Deployment, PDB or namespace changed: look at every disrupted node.
+    All,
+}
+
+/// Reflector stores the decisions read from.
+#[derive(Clone)]
+pub struct Stores {
+    pub nodes: Store<Node>,
+    pub pods: Store<Pod>,
+    pub replica_sets: Store<PartialObjectMeta<ReplicaSet>>,
+    pub deployments: Store<Deployment>,
+    pub pdbs: Store<PodDisruptionBudget>,
+    /// Namespaces matching `--drain-namespace-selector`, when it is set.
+    pub namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
+}
+
+impl Stores {
+    /// Starts every watch; changes are sent to `triggers`. `scope` limits namespaced watches
+    /// to one namespace. The returned tasks run until aborted.
+    pub fn start(
+        client: &Client,
+        scope: Option<&str>,
+        namespace_selector: Option<&str>,
+        triggers: &UnboundedSender<Trigger>,
+    ) -> (Stores, Vec<JoinHandle<()>>) {
+        fn api<K>(client: &Client, scope: Option<&str>) -> Api<K>
+        where
+            K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+            K::DynamicType: Default,
+        {
+            match scope {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            }
+        }
+        let plain = || watcher::Config::default();
+        let mut tasks = Vec::new();
+
+        let (nodes, writer) = reflector::store();
+        let stream = watcher(Api::<Node>::all(client.clone()), plain())
+            .default_backoff()
+            .modify(|n: &mut Node| n.metadata.managed_fields = None)
+            .reflect(writer);
+        tasks.push(drive(
+            "nodes",
+            stream,
+            triggers.clone(),
+            |event| match event {
+                watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
+                    n.metadata.name.clone().map(Trigger::Node)
+                }
+                watcher::Event::Delete(n) => n.metadata.uid.clone().map(Trigger::NodeGone),
+                watcher::Event::InitDone => Some(Trigger::All),
+                watcher::Event::Init => None,
+            },
+        ));
+
+        let (pods, writer) = reflector::store();
+        let stream = watcher(
+            api::<Pod>(client, scope),
+            plain().fields(POD_FIELD_SELECTOR),
+        )
+        .default_backoff()
+        .modify(trim_pod)
+        .reflect(writer);
+        tasks.push(drive("pods", stream, triggers.clone(), all));
+
+        let (replica_sets, writer) = reflector::store();
+        let stream = watcher(api::<PartialObjectMeta<ReplicaSet>>(client, scope), plain())
+            .default_backoff()
+            .modify(|rs: &mut PartialObjectMeta<ReplicaSet>| rs.metadata.managed_fields = None)
+            .reflect(writer);
+        tasks.push(drive("replicasets", stream, triggers.clone(), all));
+
+        let (deployments, writer) = reflector::store();
+        let stream = watcher(api::<Deployment>(client, scope), plain())
+            .default_backoff()
+            .modify(|d: &mut Deployment| d.metadata.managed_fields = None)
+            .reflect(writer);
+        tasks.push(drive("deployments", stream, triggers.clone(), all));
+
+        let (pdbs, writer) = reflector::store();
+        let stream = watcher(api::<PodDisruptionBudget>(client, scope), plain())
+            .default_backoff()
+            .modify(|p: &mut PodDisruptionBudget| p.metadata.managed_fields = None)
+            .reflect(writer);
+        tasks.push(drive("pdbs", stream, triggers.clone(), all));
+
+        let namespaces = namespace_selector.map(|selector| {
+            let (store, writer) = reflector::store();
+            let stream = watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                plain().labels(selector),
+            )
+            .default_backoff()
+            .reflect(writer);
+            tasks.push(drive("namespaces", stream, triggers.clone(), all));
+            store
+        });
+
+        let stores = Stores {
+            nodes,
+            pods,
+            replica_sets,
+            deployments,
+            pdbs,
+            namespaces,
+        };
+        (stores, tasks)
+    }
+
+    /// Waits until every store has its initial list.
+    pub async fn wait_until_ready(&self) -> anyhow::Result<()> {
+        self.nodes.wait_until_ready().await?;
+        self.pods.wait_until_ready().await?;
+        self.replica_sets.wait_until_ready().await?;
+        self.deployments.wait_until_ready().await?;
+        self.pdbs.wait_until_ready().await?;
+        if let Some(namespaces) = &self.namespaces {
+            namespaces.wait_until_ready().await?;
+        }
+        Ok(())
+    }
+}
+
+fn all<K>(event: &watcher::Event<K>) -> Option<Trigger> {
+    match event {
+        watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone => {
+            Some(Trigger::All)
+        }
+        watcher::Event::Init | watcher::Event::InitApply(_) => None,
+    }
+}
+
+/// Keeps only what the decisions read: identity, labels, owners, node, phase.
+fn trim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        *spec = PodSpec {
+            node_name: spec.node_name.take(),
+            ..PodSpec::default()
+        };
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = PodStatus {
+            phase: status.phase.take(),
+            ..PodStatus::default()
+        };
+    }
+}
+
+fn drive<K, S>(
+    name: &'static str,
+    stream: S,
+    triggers: UnboundedSender<Trigger>,
+    to_trigger: impl Fn(&watcher::Event<K>) -> Option<Trigger> + Send + 'static,
+) -> JoinHandle<()>
+where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    K: Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    if let Some(trigger) = to_trigger(&event)
+                        && triggers.send(trigger).is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(error) => warn!(watch = name, %error, "watch failed; retrying"),
+            }
+        }
+    })
+}

@@ -1,0 +1,239 @@
+//! The drain watcher loop: on every trigger, look at the disrupted nodes it concerns, decide for
+//! each pod on them from the stores, report skips, and hand rollouts to [`Actor::act`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tracing::{debug, info, warn};
+
+use super::act::Actor;
+use super::decide::{self, Decision, Facts, NodeRef, Plan, controller_of};
+use super::ledger::Ledger;
+use super::signals::{self, Raised};
+use super::stores::{Stores, Trigger};
+use crate::operator::State;
+
+/// The loop's state; owned by one task.
+pub struct Watcher {
+    pub state: State,
+    pub stores: Stores,
+    pub actor: Actor,
+    ledger: Ledger,
+    /// When the watcher first saw each node's current disruption (by node uid).
+    first_seen: HashMap<String, Timestamp>,
+}
+
+impl Watcher {
+    /// A watcher over `stores`.
+    pub fn new(state: State, stores: Stores) -> Self {
+        let actor = Actor::new(state.client.clone());
+        Self {
+            state,
+            stores,
+            actor,
+            ledger: Ledger::default(),
+            first_seen: HashMap::new(),
+        }
+    }
+
+    /// Handles triggers until shutdown; also looks at every disrupted node each `resync`.
+    pub async fn run(mut self, mut triggers: UnboundedReceiver<Trigger>, resync: Duration) {
+        let mut tick = tokio::time::interval(resync);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let first = tokio::select! {
+                _ = self.state.shutdown.cancelled() => return,
+                _ = tick.tick() => Trigger::All,
+                trigger = triggers.recv() => match trigger {
+                    Some(trigger) => trigger,
+                    None => return,
+                },
+            };
+            // Coalesce a burst of triggers into one pass.
+            let mut batch = vec![first];
+            while let Ok(more) = triggers.try_recv() {
+                batch.push(more);
+            }
+            let mut all = false;
+            let mut nodes = BTreeSet::new();
+            for trigger in batch {
+                match trigger {
+                    Trigger::All => all = true,
+                    Trigger::Node(name) => {
+                        nodes.insert(name);
+                    }
+                    Trigger::NodeGone(uid) => {
+                        self.ledger.forget_node(&uid);
+                        self.first_seen.remove(&uid);
+                    }
+                }
+            }
+            if all {
+                nodes.extend(
+                    self.stores
+                        .nodes
+                        .state()
+                        .iter()
+                        .filter_map(|n| n.metadata.name.clone()),
+                );
+            }
+            for name in nodes {
+                if let Some(node) = self.stores.nodes.get(&ObjectRef::new(&name)) {
+                    self.pass(&node).await;
+                }
+            }
+        }
+    }
+
+    /// One pass over a node: nothing unless it is being disrupted; else a decision per pod.
+    async fn pass(&mut self, node: &Node) {
+        let uid = node.metadata.uid.clone().unwrap_or_default();
+        let drain = &self.state.args.drain;
+        let Some(raised) = signals::disruption(node, &drain.signals) else {
+            // The disruption is over (or never began): a later one is a new episode.
+            if self.first_seen.remove(&uid).is_some() {
+                self.ledger.forget_node(&uid);
+            }
+            return;
+        };
+        let first = *self
+            .first_seen
+            .entry(uid.clone())
+            .or_insert_with(Timestamp::now);
+        let since = signals::since(&raised, first);
+        let node_ref = NodeRef {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            uid,
+        };
+        let pods = self.stores.pods.state_filter(|p| {
+            p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node_ref.name)
+                && p.metadata
+                    .namespace
+                    .as_deref()
+                    .is_some_and(|ns| self.in_scope(ns))
+        });
+        for pod in pods {
+            match self.decide_from_stores(&node_ref, &pod) {
+                Decision::Ignore | Decision::AlreadyRolledOut => {}
+                Decision::Skip { reason, subject } => {
+                    let subject_uid = subject.uid.clone().unwrap_or_default();
+                    if self.ledger.note_skip(&subject_uid, &node_ref.uid, reason) {
+                        info!(
+                            kind = ?subject.kind, name = ?subject.name, node = %node_ref.name,
+                            reason = reason.as_str(), "not rolling out"
+                        );
+                        self.state.metrics.drain.skip(reason.as_str());
+                        self.actor
+                            .report_skip(&subject, reason, &node_ref.name)
+                            .await;
+                    }
+                }
+                Decision::RollOut(plan) => self.act(&plan, &raised, since).await,
+            }
+        }
+    }
+
+    /// The only step that writes: re-check, patch, record, report.
+    async fn act(&mut self, plan: &Plan, raised: &Raised, since: Timestamp) {
+        let drain = &self.state.args.drain;
+        let before = self.ledger.rolled_out(&plan.deployment_uid, &plan.node.uid);
+        let metrics = &self.state.metrics.drain;
+        match self
+            .actor
+            .act(plan, &drain.signals, drain.max_replicas, before)
+            .await
+        {
+            Ok(None) => {}
+            Ok(Some(Decision::RollOut(done))) => {
+                let latency = Timestamp::now()
+                    .duration_since(since)
+                    .as_secs_f64()
+                    .max(0.0);
+                metrics.rollout("rolled_out");
+                metrics.signal_to_rollout.observe(latency);
+                self.ledger
+                    .note_rollout(&done.deployment_uid, &done.node.uid);
+                info!(
+                    namespace = %done.namespace, deployment = %done.deployment, pod = %done.pod,
+                    pdb = %done.pdb, node = %done.node.name, signal = %raised.signal,
+                    latency_seconds = latency, "rolled out for a node being disrupted"
+                );
+                self.actor.report_rollout(&done, raised).await;
+            }
+            Ok(Some(Decision::AlreadyRolledOut)) => {
+                self.ledger
+                    .note_rollout(&plan.deployment_uid, &plan.node.uid);
+            }
+            Ok(Some(other)) => {
+                metrics.rollout("changed");
+                debug!(deployment = %plan.deployment, decision = ?other, "re-check decided otherwise");
+            }
+            Err(error) => {
+                metrics.rollout(error.category());
+                warn!(
+                    deployment = %plan.deployment, node = %plan.node.name,
+                    error = %error, source = ?std::error::Error::source(&error),
+                    "rollout failed; retrying on the next pass"
+                );
+            }
+        }
+    }
+
+    fn decide_from_stores(&self, node: &NodeRef, pod: &Pod) -> Decision {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let rs = controller_of(&pod.metadata)
+            .filter(|o| o.kind == "ReplicaSet")
+            .and_then(|o| {
+                let rs = self
+                    .stores
+                    .replica_sets
+                    .get(&ObjectRef::new(&o.name).within(&ns))?;
+                (rs.metadata.uid.as_deref() == Some(&o.uid)).then_some(rs)
+            });
+        let deployment = rs.as_ref().and_then(|rs| {
+            let o = controller_of(&rs.metadata).filter(|o| o.kind == "Deployment")?;
+            let d = self
+                .stores
+                .deployments
+                .get(&ObjectRef::new(&o.name).within(&ns))?;
+            (d.metadata.uid.as_deref() == Some(&o.uid)).then_some(d)
+        });
+        let pdbs: Vec<Arc<PodDisruptionBudget>> = self
+            .stores
+            .pdbs
+            .state_filter(|p| p.metadata.namespace.as_deref() == Some(&ns));
+        let pdbs: Vec<&PodDisruptionBudget> = pdbs.iter().map(|p| p.as_ref()).collect();
+        let rolled_out_before = deployment.as_ref().is_some_and(|d| {
+            let uid = d.metadata.uid.as_deref().unwrap_or_default();
+            self.ledger.rolled_out(uid, &node.uid)
+        });
+        decide::decide(&Facts {
+            node,
+            pod,
+            owner: decide::owner(
+                pod,
+                rs.as_ref().map(|rs| &rs.metadata),
+                deployment.as_deref(),
+            ),
+            pdbs: &pdbs,
+            rolled_out_before,
+            max_replicas: self.state.args.drain.max_replicas,
+        })
+    }
+
+    /// `--namespaces` and `--drain-namespace-selector` both admit the namespace.
+    fn in_scope(&self, ns: &str) -> bool {
+        self.state.in_scope(ns)
+            && self
+                .stores
+                .namespaces
+                .as_ref()
+                .is_none_or(|store| store.get(&ObjectRef::new(ns)).is_some())
+    }
+}

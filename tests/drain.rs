@@ -1,0 +1,769 @@
+//! The drain watcher against the real cluster: a lone pod under a `maxUnavailable: 0` PDB on a
+//! node being drained moves to another node with zero downtime, what a rollout cannot save is
+//! skipped with a Warning Event and a metric, and each Deployment is rolled out once per node.
+//!
+//! Every test uses private kwok nodes (labelled `disruption-guard.io/test=<ns>`); the pods
+//! select that label, so a rollout can move them to any private node of the test, and they are
+//! placed on the first node by creating the others only once they run.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use support::fixtures::{DeploymentBuilder, deployment, pdb_max_unavailable_zero};
+use support::operator::Operator;
+use support::{TEST_NAMESPACE_LABEL, create_ready_node, kubectl, wait, with_namespace};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const MARKER: &str = "disruption-guard.io/rolled-out-for-node";
+const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
+/// A one-replica Deployment whose pods may run on any private node of the test.
+fn lone(ns: &str, app: &str) -> DeploymentBuilder {
+    deployment(app).node_selector(TEST_NAMESPACE_LABEL, ns)
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn node_of(pod: &Pod) -> Option<String> {
+    pod.spec.as_ref()?.node_name.clone()
+}
+
+async fn ready_pods(client: &Client, ns: &str, app: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let list = pods
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    list.into_iter().filter(is_ready).collect()
+}
+
+/// Creates `app` (and its `maxUnavailable: 0` PDB) and waits until its one pod is Ready on
+/// `node` and the PDB allows no disruption.
+async fn deploy_lone(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -> String {
+    let d = app.build();
+    let name = d.metadata.name.clone().unwrap();
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    pdbs.create(
+        &PostParams::default(),
+        &pdb_max_unavailable_zero(&name, &name),
+    )
+    .await
+    .unwrap();
+    wait::until("the pod to be Ready on its node", LIMIT, || async {
+        let ready = ready_pods(client, ns, &name).await;
+        ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(node)
+    })
+    .await;
+    wait::until("the PDB to allow no disruption", LIMIT, || async {
+        let Ok(pdb) = pdbs.get(&name).await else {
+            return false;
+        };
+        pdb.status.is_some_and(|s| {
+            s.observed_generation == pdb.metadata.generation
+                && s.current_healthy == 1
+                && s.disruptions_allowed == 0
+        })
+    })
+    .await;
+    name
+}
+
+/// Samples every 100 ms how many Ready pods each app has, until stopped.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Samples>,
+}
+
+#[derive(Debug, Default)]
+struct Samples {
+    /// Sampling rounds.
+    rounds: usize,
+    /// (app, rounds in which it had no Ready pod).
+    without_ready_pod: Vec<(String, usize)>,
+}
+
+impl Samples {
+    fn downtime_samples(&self) -> usize {
+        self.without_ready_pod.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl Sampler {
+    fn start(client: &Client, ns: &str, apps: &[&str]) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (client, ns) = (client.clone(), ns.to_string());
+        let apps: Vec<String> = apps.iter().map(|a| a.to_string()).collect();
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let pods: Api<Pod> = Api::namespaced(client, &ns);
+            let mut samples = Samples {
+                without_ready_pod: apps.iter().map(|a| (a.clone(), 0)).collect(),
+                ..Samples::default()
+            };
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            while !flag.load(Ordering::SeqCst) {
+                tick.tick().await;
+                let list = pods
+                    .list(&ListParams::default())
+                    .await
+                    .expect("listing pods");
+                samples.rounds += 1;
+                for (app, down) in samples.without_ready_pod.iter_mut() {
+                    let ready = list.items.iter().any(|p| {
+                        is_ready(p)
+                            && p.metadata.labels.as_ref().and_then(|l| l.get("app")) == Some(app)
+                    });
+                    if !ready {
+                        *down += 1;
+                    }
+                }
+            }
+            samples
+        });
+        Sampler { stop, task }
+    }
+
+    async fn finish(self) -> Samples {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap()
+    }
+}
+
+/// Runs `kubectl drain` the way an operator would, returning (success, seconds, stderr).
+async fn drain(node: &str, timeout: &str) -> (bool, f64, String) {
+    let node = node.to_string();
+    let timeout = format!("--timeout={timeout}");
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let out = kubectl()
+            .args([
+                "drain",
+                &node,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                &timeout,
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            started.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+async fn events_about(client: &Client, ns: &str, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
+/// The value of one sample line of the operator's metrics, 0 when absent.
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn uid(node: &Node) -> String {
+    node.metadata.uid.clone().unwrap()
+}
+
+#[tokio::test]
+async fn kubectl_drain_of_a_lone_pod_under_a_max_unavailable_zero_pdb_hangs_without_the_operator_and_completes_with_zero_downtime_with_it()
+ {
+    with_namespace(|client, ns| async move {
+        let first = create_ready_node(&client, &ns, &format!("{ns}-a")).await;
+        let first_name = first.metadata.name.clone().unwrap();
+        let app = deploy_lone(&client, &ns, lone(&ns, "web"), &first_name).await;
+        let second = format!("{ns}-b");
+        create_ready_node(&client, &ns, &second).await;
+
+        // Without the operator: the PDB holds the drain until it times out.
+        let sampler = Sampler::start(&client, &ns, &[&app]);
+        let (ok_without, secs_without, stderr) = drain(&first_name, "15s").await;
+        let without = sampler.finish().await;
+        assert!(
+            !ok_without,
+            "the drain must hang on the PDB without the operator"
+        );
+        assert!(stderr.contains("disruption budget"), "{stderr}");
+        let uncordon = kubectl().args(["uncordon", &first_name]).output().unwrap();
+        assert!(uncordon.status.success());
+
+        // With the operator: the rollout moves the pod first, then the drain completes.
+        let operator = Operator::start(&ns, &[]).await;
+        let sampler = Sampler::start(&client, &ns, &[&app]);
+        let (ok_with, secs_with, stderr) = drain(&first_name, "60s").await;
+        let with = sampler.finish().await;
+
+        println!("                        without operator   with operator");
+        println!("drain finished          {ok_without:<18} {ok_with}");
+        println!("drain seconds           {secs_without:<18.1} {secs_with:.1}");
+        println!(
+            "samples (100 ms)        {:<18} {}",
+            without.rounds, with.rounds
+        );
+        println!(
+            "samples w/o ready pod   {:<18} {}",
+            without.downtime_samples(),
+            with.downtime_samples()
+        );
+        assert!(ok_with, "the drain completes with the operator: {stderr}");
+        assert!(with.rounds > 0);
+        assert_eq!(with.downtime_samples(), 0, "no sample without a ready pod");
+
+        let ready = ready_pods(&client, &ns, &app).await;
+        assert_eq!(ready.len(), 1);
+        assert_eq!(node_of(&ready[0]).as_deref(), Some(second.as_str()));
+        let d = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get(&app)
+            .await
+            .unwrap();
+        let marker = d.metadata.annotations.unwrap_or_default().remove(MARKER);
+        assert_eq!(marker, Some(format!("{first_name}/{}", uid(&first))));
+        let template_annotations = d.spec.unwrap().template.metadata.unwrap().annotations;
+        assert!(
+            template_annotations
+                .unwrap_or_default()
+                .contains_key(RESTARTED_AT)
+        );
+        let metrics = operator.metrics().await;
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}"
+            ),
+            1.0
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_signal_to_rollout_seconds_count"
+            ),
+            1.0
+        );
+        wait::until(
+            "a RolledOutForDrain Event on the Deployment",
+            LIMIT,
+            || async {
+                events_about(&client, &ns, &app)
+                    .await
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("RolledOutForDrain"))
+            },
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_karpenter_disrupted_taint_with_evictions_retried_like_karpenter_moves_the_pod_with_zero_downtime()
+ {
+    with_namespace(|client, ns| async move {
+        let _operator = Operator::start(&ns, &[]).await;
+        let first = format!("{ns}-a");
+        create_ready_node(&client, &ns, &first).await;
+        let app = deploy_lone(&client, &ns, lone(&ns, "api"), &first).await;
+        let second = format!("{ns}-b");
+        create_ready_node(&client, &ns, &second).await;
+        let pod = ready_pods(&client, &ns, &app).await.remove(0);
+        let pod_name = pod.metadata.name.clone().unwrap();
+
+        let sampler = Sampler::start(&client, &ns, &[&app]);
+        let nodes: Api<Node> = Api::all(client.clone());
+        let mut taints = nodes.get(&first).await.unwrap().spec.unwrap().taints.unwrap_or_default();
+        taints.push(serde_json::from_value(
+            json!({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}),
+        )
+        .unwrap());
+        nodes
+            .patch(
+                &first,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"taints": taints}})),
+            )
+            .await
+            .unwrap();
+
+        // Karpenter's terminator: evict, and on 429 retry (it backs off 100 ms … 10 s).
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let started = Instant::now();
+        let mut refused = 0;
+        loop {
+            match pods.evict(&pod_name, &EvictParams::default()).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 404 => break,
+                Err(kube::Error::Api(s)) if s.code == 429 => refused += 1,
+                Err(other) => panic!("unexpected eviction error: {other:?}"),
+            }
+            assert!(started.elapsed() < LIMIT, "the eviction never went through");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        wait::until("the old pod to go", LIMIT, || async {
+            pods.get_opt(&pod_name).await.unwrap().is_none()
+        })
+        .await;
+        let samples = sampler.finish().await;
+        println!(
+            "evictions refused: {refused}; eviction allowed after {:.1}s; {} samples, {} without a ready pod",
+            started.elapsed().as_secs_f64(),
+            samples.rounds,
+            samples.downtime_samples()
+        );
+        assert!(refused > 0, "the PDB refused the eviction at first");
+        assert_eq!(samples.downtime_samples(), 0, "no sample without a ready pod");
+        let ready = ready_pods(&client, &ns, &app).await;
+        assert_eq!(ready.len(), 1);
+        assert_eq!(node_of(&ready[0]).as_deref(), Some(second.as_str()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_recreate_deployment_on_a_drained_node_is_not_rolled_out_and_is_reported() {
+    with_namespace(|client, ns| async move {
+        let operator = Operator::start(&ns, &[]).await;
+        let first = format!("{ns}-a");
+        create_ready_node(&client, &ns, &first).await;
+        let app = deploy_lone(&client, &ns, lone(&ns, "batch").recreate(), &first).await;
+        create_ready_node(&client, &ns, &format!("{ns}-b")).await;
+
+        let (ok, _, _) = drain(&first, "8s").await;
+        assert!(!ok, "nothing unblocks the drain");
+        wait::until("a Warning Event on the Deployment", LIMIT, || async {
+            events_about(&client, &ns, &app).await.iter().any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("DrainRolloutSkipped")
+                    && e.note.as_deref().is_some_and(|n| n.contains("Recreate"))
+            })
+        })
+        .await;
+        let metrics = operator.metrics().await;
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_skips_total{reason=\"recreate\"}"
+            ),
+            1.0,
+            "{metrics}"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}"
+            ),
+            0.0
+        );
+        let d = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get(&app)
+            .await
+            .unwrap();
+        assert_eq!(
+            d.metadata.generation,
+            Some(1),
+            "the Deployment was not changed"
+        );
+        let ready = ready_pods(&client, &ns, &app).await;
+        assert_eq!(node_of(&ready[0]).as_deref(), Some(first.as_str()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn two_nodes_drained_at_once_roll_each_of_five_lone_replica_deployments_out_exactly_once() {
+    with_namespace(|client, ns| async move {
+        let (a1, a2) = (format!("{ns}-a1"), format!("{ns}-a2"));
+        let a1_node = create_ready_node(&client, &ns, &a1).await;
+        let mut apps = Vec::new();
+        for i in 0..3 {
+            apps.push(deploy_lone(&client, &ns, lone(&ns, &format!("app{i}")), &a1).await);
+        }
+        // Keep the next two off the first node while they are placed.
+        let cordon = kubectl().args(["cordon", &a1]).output().unwrap();
+        assert!(cordon.status.success());
+        let a2_node = create_ready_node(&client, &ns, &a2).await;
+        for i in 3..5 {
+            apps.push(deploy_lone(&client, &ns, lone(&ns, &format!("app{i}")), &a2).await);
+        }
+        let uncordon = kubectl().args(["uncordon", &a1]).output().unwrap();
+        assert!(uncordon.status.success());
+        create_ready_node(&client, &ns, &format!("{ns}-b1")).await;
+        create_ready_node(&client, &ns, &format!("{ns}-b2")).await;
+
+        let operator = Operator::start(&ns, &["--drain-resync=1s"]).await;
+        let names: Vec<&str> = apps.iter().map(String::as_str).collect();
+        let sampler = Sampler::start(&client, &ns, &names);
+        // Cordon both in one go, so no replacement lands on the other node being drained.
+        let cordon = kubectl().args(["cordon", &a1, &a2]).output().unwrap();
+        assert!(cordon.status.success());
+        let (first, second) = tokio::join!(drain(&a1, "90s"), drain(&a2, "90s"));
+        assert!(first.0, "the first drain completes: {}", first.2);
+        assert!(second.0, "the second drain completes: {}", second.2);
+        // Several resync passes over the still-cordoned nodes must not roll out again.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let samples = sampler.finish().await;
+        println!(
+            "drains: {:.1}s and {:.1}s; {} samples; without a ready pod: {:?}",
+            first.1, second.1, samples.rounds, samples.without_ready_pod
+        );
+        assert_eq!(samples.downtime_samples(), 0);
+
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        for (i, app) in apps.iter().enumerate() {
+            let d = deployments.get(app).await.unwrap();
+            let node = if i < 3 { &a1_node } else { &a2_node };
+            let expected = format!("{}/{}", node.metadata.name.as_ref().unwrap(), uid(node));
+            assert_eq!(d.metadata.generation, Some(2), "{app} changed exactly once");
+            let marker = d.metadata.annotations.unwrap_or_default().remove(MARKER);
+            assert_eq!(marker, Some(expected), "{app}");
+            let ready = ready_pods(&client, &ns, app).await;
+            assert_eq!(ready.len(), 1, "{app}");
+            let now_on = node_of(&ready[0]).unwrap();
+            assert!(
+                now_on != a1 && now_on != a2,
+                "{app} moved off the drained nodes"
+            );
+        }
+        let metrics = operator.metrics().await;
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}"
+            ),
+            5.0,
+            "{metrics}"
+        );
+    })
+    .await;
+}
+
+/// Cordons `node` (a disruption signal by itself, as `kubectl drain` starts with it).
+fn cordon(node: &str) {
+    let out = kubectl().args(["cordon", node]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn generation(client: &Client, ns: &str, app: &str) -> Option<i64> {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(app)
+        .await
+        .unwrap()
+        .metadata
+        .generation
+}
+
+#[tokio::test]
+async fn a_restarted_operator_does_not_roll_out_again_for_the_same_node() {
+    with_namespace(|client, ns| async move {
+        let mut operator = Operator::start(&ns, &["--drain-resync=1s"]).await;
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        // No second node: the new pod stays Pending, so the old one stays on the cordoned node
+        // and every pass sees the same blocked pod again.
+        let app = deploy_lone(&client, &ns, lone(&ns, "web"), &node).await;
+        cordon(&node);
+        wait::until("the rollout", LIMIT, || async {
+            generation(&client, &ns, &app).await == Some(2)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            generation(&client, &ns, &app).await,
+            Some(2),
+            "once per process"
+        );
+
+        operator.restart().await;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(
+            generation(&client, &ns, &app).await,
+            Some(2),
+            "once across restarts"
+        );
+        let metrics = operator.metrics().await;
+        // The marker, not the rollout in progress, is what stops it: no skip is reported.
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_skips_total{reason=\"rollout_in_progress\"}"
+            ),
+            0.0,
+            "{metrics}"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}"
+            ),
+            0.0
+        );
+        let old = ready_pods(&client, &ns, &app).await;
+        assert_eq!(node_of(&old[0]).as_deref(), Some(node.as_str()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_deployment_that_opted_out_is_not_rolled_out() {
+    with_namespace(|client, ns| async move {
+        let operator = Operator::start(&ns, &[]).await;
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        let opted_out =
+            lone(&ns, "web").annotation("disruption-guard.io/rollout-on-drain", "false");
+        let app = deploy_lone(&client, &ns, opted_out, &node).await;
+        create_ready_node(&client, &ns, &format!("{ns}-b")).await;
+        cordon(&node);
+        wait::until("the opt-out to be counted", LIMIT, || async {
+            let metrics = operator.metrics().await;
+            metric(
+                &metrics,
+                "disruption_guard_drain_skips_total{reason=\"opted_out\"}",
+            ) == 1.0
+        })
+        .await;
+        assert_eq!(generation(&client, &ns, &app).await, Some(1));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn namespaces_outside_the_drain_namespace_selector_are_left_alone() {
+    with_namespace(|client, ns| async move {
+        let operator = Operator::start(
+            &ns,
+            &[
+                "--drain-namespace-selector=disruption-guard.io/no-such-label",
+                "--drain-resync=1s",
+            ],
+        )
+        .await;
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        let app = deploy_lone(&client, &ns, lone(&ns, "web"), &node).await;
+        create_ready_node(&client, &ns, &format!("{ns}-b")).await;
+        cordon(&node);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(generation(&client, &ns, &app).await, Some(1));
+
+        // The same operator acts once the namespace matches.
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        namespaces
+            .patch(
+                &ns,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"disruption-guard.io/no-such-label": "x"}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        wait::until("the rollout once the namespace matches", LIMIT, || async {
+            generation(&client, &ns, &app).await == Some(2)
+        })
+        .await;
+        let metrics = operator.metrics().await;
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}"
+            ),
+            1.0
+        );
+    })
+    .await;
+}
+
+/// p-th percentile (nearest rank) of sorted milliseconds.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The merge patch that sets or removes the `karpenter.sh/disrupted` taint, keeping others.
+async fn disrupted_taint_patch(nodes: &Api<Node>, name: &str, on: bool) -> serde_json::Value {
+    let node = nodes.get(name).await.unwrap();
+    let mut taints: Vec<serde_json::Value> = node
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != "karpenter.sh/disrupted")
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    if on {
+        taints.push(json!({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}));
+    }
+    json!({"spec": {"taints": taints}})
+}
+
+async fn set_disrupted_taint(nodes: &Api<Node>, name: &str, on: bool) {
+    let patch = disrupted_taint_patch(nodes, name, on).await;
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Benchmark, not a check: `DRAIN_BENCH_N` (default 50) times, taint the node of a lone pod
+/// `karpenter.sh/disrupted` and time, from just before the taint PATCH, (a) a bare node watch
+/// in this process seeing the taint — the floor — and (b) a Deployment watch seeing the
+/// operator's rollout patch. The pod ping-pongs between two private nodes.
+///
+/// `DRAIN_BENCH_N=200 cargo test --test drain -- --ignored --nocapture signal_to_rollout`
+#[tokio::test]
+#[ignore = "benchmark: prints figures"]
+async fn signal_to_rollout_latency_beside_a_bare_watch() {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let n: usize = std::env::var("DRAIN_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    with_namespace(move |client, ns| async move {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let names = [format!("{ns}-a"), format!("{ns}-b")];
+        create_ready_node(&client, &ns, &names[0]).await;
+        let app = deploy_lone(&client, &ns, lone(&ns, "bench"), &names[0]).await;
+        create_ready_node(&client, &ns, &names[1]).await;
+        let operator = Operator::start(&ns, &[]).await;
+
+        // (instant, node name, tainted) and (instant, generation), from bare watches.
+        let (node_tx, mut node_rx) = tokio::sync::mpsc::unbounded_channel();
+        let node_watch = watcher(
+            nodes.clone(),
+            watcher::Config::default().labels(&format!("{TEST_NAMESPACE_LABEL}={ns}")),
+        )
+        .applied_objects();
+        let node_task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(node_watch);
+            while let Some(Ok(node)) = stream.next().await {
+                let tainted = node
+                    .spec
+                    .and_then(|s| s.taints)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|t| t.key == "karpenter.sh/disrupted");
+                let _ = node_tx.send((Instant::now(), node.metadata.name.unwrap(), tainted));
+            }
+        });
+        let (dep_tx, mut dep_rx) = tokio::sync::mpsc::unbounded_channel();
+        let dep_watch = watcher(deployments.clone(), watcher::Config::default()).applied_objects();
+        let dep_task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(dep_watch);
+            while let Some(Ok(d)) = stream.next().await {
+                let _ = dep_tx.send((Instant::now(), d.metadata.generation.unwrap_or(0)));
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let (mut floor, mut rollout) = (Vec::new(), Vec::new());
+        let mut expected_generation = generation(&client, &ns, &app).await.unwrap();
+        for i in 0..n {
+            let (from, to) = (&names[i % 2], &names[(i + 1) % 2]);
+            while node_rx.try_recv().is_ok() {}
+            while dep_rx.try_recv().is_ok() {}
+            expected_generation += 1;
+            let patch = disrupted_taint_patch(&nodes, from, true).await;
+            let started = Instant::now();
+            nodes
+                .patch(from, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+            let seen = loop {
+                let (at, name, tainted) = node_rx.recv().await.unwrap();
+                if &name == from && tainted {
+                    break at;
+                }
+            };
+            let patched = loop {
+                let (at, generation) = tokio::time::timeout(LIMIT, dep_rx.recv())
+                    .await
+                    .expect("the rollout within the limit")
+                    .unwrap();
+                if generation >= expected_generation {
+                    break at;
+                }
+            };
+            floor.push((seen - started).as_secs_f64() * 1000.0);
+            rollout.push((patched - started).as_secs_f64() * 1000.0);
+            wait::until("the pod to move", LIMIT, || async {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                let all = pods.list(&ListParams::default()).await.unwrap().items;
+                all.len() == 1 && is_ready(&all[0]) && node_of(&all[0]).as_deref() == Some(to)
+            })
+            .await;
+            set_disrupted_taint(&nodes, from, false).await;
+        }
+        node_task.abort();
+        dep_task.abort();
+
+        floor.sort_by(f64::total_cmp);
+        rollout.sort_by(f64::total_cmp);
+        println!("signal → rollout over {n} disruptions (ms, from just before the taint PATCH)");
+        println!("                               p50      p99      max");
+        for (label, v) in [
+            ("bare watch sees the taint", &floor),
+            ("watch sees the rollout patch", &rollout),
+        ] {
+            println!(
+                "{label:<30} {:>7.1}  {:>7.1}  {:>7.1}",
+                percentile(v, 50.0),
+                percentile(v, 99.0),
+                v[v.len() - 1]
+            );
+        }
+        let metrics = operator.metrics().await;
+        let sum = metric(
+            &metrics,
+            "disruption_guard_drain_signal_to_rollout_seconds_sum",
+        );
+        let count = metric(
+            &metrics,
+            "disruption_guard_drain_signal_to_rollout_seconds_count",
+        );
+        println!(
+            "inside the operator, first seen → patch answered: mean {:.1} ms over {count} rollouts",
+            sum / count * 1000.0
+        );
+    })
+    .await;
+}
