@@ -184,7 +184,7 @@ async fn run_forwards_sigterm_to_the_command_and_closes_its_window() {
         let op = Operator::start(&ns, &[]).await;
         let seen = scratch(&ns, "window");
         let trapped = scratch(&ns, "trapped");
-        let mut child = client(&op, &ns)
+        let child = client(&op, &ns)
             .env("SEEN", &seen)
             .env("TRAPPED", &trapped)
             .args(["run", "--no-wait", "--heartbeat", "1s", "--"])
