@@ -136,8 +136,8 @@ pub async fn open(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_scope(&state, &ns)?;
     let who = state.auth.authorize(&headers, &ns, Verb::Create).await?;
+    check_scope(&state, &ns)?;
     let wait = query.timeout()?;
     let req: OpenRequest = parse_body(&headers, &body)?;
     let header_key = match headers.get(IDEMPOTENCY_KEY) {
@@ -188,8 +188,8 @@ pub async fn list(
     Path(ns): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<WindowList>, ApiError> {
-    check_scope(&state, &ns)?;
     state.auth.authorize(&headers, &ns, Verb::List).await?;
+    check_scope(&state, &ns)?;
     Ok(Json(state.windows.list(&ns).await?))
 }
 
@@ -211,8 +211,8 @@ pub async fn get(
     Path((ns, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    check_scope(&state, &ns)?;
     state.auth.authorize(&headers, &ns, Verb::Get).await?;
+    check_scope(&state, &ns)?;
     Ok(view(StatusCode::OK, &state.windows.get(&ns, &name).await?))
 }
 
@@ -240,8 +240,8 @@ pub async fn renew(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_scope(&state, &ns)?;
     let who = state.auth.authorize(&headers, &ns, Verb::Patch).await?;
+    check_scope(&state, &ns)?;
     let req: RenewRequest = parse_body(&headers, &body)?;
     let tw = state
         .windows
@@ -271,8 +271,8 @@ pub async fn close(
     Query(query): Query<WaitQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    check_scope(&state, &ns)?;
     let who = state.auth.authorize(&headers, &ns, Verb::Delete).await?;
+    check_scope(&state, &ns)?;
     let wait = query.timeout()?;
     let tw = state.windows.close(&ns, &name).await?;
     info!(namespace = %ns, window = %name, identity = %who.name, "window closed");

@@ -131,7 +131,12 @@ pub fn is_ready(tw: &TestWindow) -> bool {
 pub fn is_released(tw: &TestWindow) -> bool {
     tw.status
         .as_ref()
-        .is_some_and(|s| s.phase.is_final() && s.observed_generation >= tw.metadata.generation)
+        // A controller that does not report observedGeneration is taken at its phase.
+        .is_some_and(|s| {
+            s.phase.is_final()
+                && (s.observed_generation.is_none()
+                    || s.observed_generation >= tw.metadata.generation)
+        })
 }
 
 impl Windows {
@@ -336,6 +341,47 @@ mod tests {
         );
         assert_eq!(tw.spec.ttl, Duration::from_secs(1800));
         assert_eq!(tw.spec.selector.match_labels.unwrap()["app"], "web");
+    }
+
+    fn with_status(
+        closed: bool,
+        phase: crate::resources::Phase,
+        ready: bool,
+        observed: Option<i64>,
+    ) -> TestWindow {
+        let mut tw = build_window("shop", &OpenRequest::default(), None, &LIMITS).unwrap();
+        tw.metadata.generation = Some(2);
+        tw.spec.closed = closed;
+        let condition: k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition =
+            serde_json::from_value(serde_json::json!({
+                "type": "Ready", "status": if ready { "True" } else { "False" },
+                "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
+            }))
+            .unwrap();
+        tw.status = Some(crate::resources::TestWindowStatus {
+            phase,
+            conditions: vec![condition],
+            observed_generation: observed,
+            ..Default::default()
+        });
+        tw
+    }
+
+    #[test]
+    fn a_window_is_ready_only_while_open_with_ready_true() {
+        use crate::resources::Phase::*;
+        assert!(is_ready(&with_status(false, Active, true, Some(2))));
+        assert!(!is_ready(&with_status(false, Active, false, Some(2))));
+        assert!(!is_ready(&with_status(true, Active, true, Some(2))));
+    }
+
+    #[test]
+    fn a_close_is_released_once_the_phase_is_final_for_the_current_generation() {
+        use crate::resources::Phase::*;
+        assert!(is_released(&with_status(true, Closed, false, Some(2))));
+        assert!(!is_released(&with_status(true, Closed, false, Some(1))));
+        assert!(!is_released(&with_status(true, Active, false, Some(2))));
+        assert!(is_released(&with_status(true, Expired, false, None)));
     }
 
     #[test]
