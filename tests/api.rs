@@ -140,6 +140,11 @@ async fn every_malformed_request_answers_its_4xx_as_problem_json() {
                 ..post("a window that does not exist", "", 404, "nope")
             },
             Case {
+                method: "GET",
+                path: format!("/v1/namespaces/{ns}/windows/%09l%C2%9B"),
+                ..post("a window name no object can have", "", 404, "not a valid object name")
+            },
+            Case {
                 method: "DELETE",
                 path: format!("/v1/namespaces/{ns}/windows/nope"),
                 ..post("closing a window that does not exist", "", 404, "nope")

@@ -100,6 +100,17 @@ fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A window name from the path: one that no object can have is a 404 without asking.
+fn check_name(ns: &str, name: &str) -> Result<(), ApiError> {
+    if crate::api::selector::is_dns_subdomain(name) {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound(format!(
+            "window {name:?} does not exist in namespace {ns} (not a valid object name)"
+        )))
+    }
+}
+
 fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
     (status, Json(WindowView::from_window(tw))).into_response()
 }
@@ -213,6 +224,7 @@ pub async fn get(
 ) -> Result<Response, ApiError> {
     state.auth.authorize(&headers, &ns, Verb::Get).await?;
     check_scope(&state, &ns)?;
+    check_name(&ns, &name)?;
     Ok(view(StatusCode::OK, &state.windows.get(&ns, &name).await?))
 }
 
@@ -242,6 +254,7 @@ pub async fn renew(
 ) -> Result<Response, ApiError> {
     let who = state.auth.authorize(&headers, &ns, Verb::Patch).await?;
     check_scope(&state, &ns)?;
+    check_name(&ns, &name)?;
     let req: RenewRequest = parse_body(&headers, &body)?;
     let tw = state
         .windows
@@ -273,6 +286,7 @@ pub async fn close(
 ) -> Result<Response, ApiError> {
     let who = state.auth.authorize(&headers, &ns, Verb::Delete).await?;
     check_scope(&state, &ns)?;
+    check_name(&ns, &name)?;
     let wait = query.timeout()?;
     let tw = state.windows.close(&ns, &name).await?;
     info!(namespace = %ns, window = %name, identity = %who.name, "window closed");

@@ -135,6 +135,11 @@ impl ApiError {
                     status.code, status.message
                 )),
             },
+            // A request that cannot even be built comes from input that slipped through
+            // validation: the client's fault, not the server's.
+            kube::Error::BuildRequest(_) | kube::Error::HttpError(_) => {
+                ApiError::BadRequest(format!("{what}: the request cannot be made: {err}"))
+            }
             _ => ApiError::Unavailable(format!(
                 "{what}: the Kubernetes API server is unreachable: {err}"
             )),

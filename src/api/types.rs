@@ -23,16 +23,18 @@ pub struct OpenRequest {
     /// How long the window stays open (Go duration, e.g. `30m`); the server's default when
     /// absent, at most the server's maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(example = "30m")]
+    #[schema(example = "30m", pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")]
     pub ttl: Option<String>,
     /// Why the window is open; shown in reports (at most 256 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 256)]
     pub reason: Option<String>,
     /// Where the request comes from; shown in reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<CiMeta>,
-    /// Name of the window (DNS subdomain); generated when absent.
+    /// Name of the window (DNS label); generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 63, pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
     pub name: Option<String>,
     /// Same as the `Idempotency-Key` header: a retried open with the same key returns the
     /// same window.
@@ -158,7 +160,7 @@ pub struct RenewRequest {
     /// New time left, counted from now (Go duration); the server's default when absent,
     /// capped by the server's maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(example = "30m")]
+    #[schema(example = "30m", pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")]
     pub ttl: Option<String>,
 }
 
