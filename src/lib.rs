@@ -6,10 +6,12 @@
 //! - [`drain`]: the drain watcher — rolls out lone-replica Deployments on draining nodes.
 //! - [`api`]: the HTTP API CI calls to open, renew and close windows.
 //! - [`operator`]: wiring — shared state, admin endpoints, metrics, start-up and shutdown.
-//! - [`cli`]: the command line (operator, CI client, `crd`).
+//! - [`client`]: the CI client (`open`, `close`, `run`, …) over the API or the cluster.
+//! - [`cli`]: the command line (operator, CI client, `crd`, `openapi`).
 
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod drain;
 pub mod operator;
 pub mod resources;

@@ -7,7 +7,7 @@ use disruption_guard::cli::Cli;
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     disruption_guard::telemetry::init(cli.log_format);
-    match cli.command.run().await {
+    match cli.command.run(cli.connection).await {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");

@@ -1,10 +1,38 @@
-//! The HTTP API that CI calls to open, renew, read and close test windows.
+//! The HTTP API that CI calls to open, renew, read and close test windows: a thin front over
+//! `TestWindow` objects (see [`windows`]); the window controller does the rest, so any
+//! replica can serve it.
+//!
+//! - [`handlers`]: routes, one RBAC verb each; [`types`]: wire types; [`problem`]: errors.
+//! - [`auth`], [`static_tokens`]: who may do what; [`ratelimit`]: per-client limits.
+//! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
 
+pub mod auth;
+pub mod handlers;
 mod metrics;
+pub mod middleware;
+pub mod openapi;
+pub mod problem;
+pub mod ratelimit;
+pub mod selector;
+pub mod static_tokens;
+pub mod ttl;
+pub mod types;
+pub mod windows;
 
 pub use metrics::ApiMetrics;
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
 use clap::Args;
+use tower_http::catch_panic::CatchPanicLayer;
+use tracing::{info, warn};
 
 use crate::operator::State;
 
@@ -30,10 +58,152 @@ pub struct ApiArgs {
     /// Serve the API without authentication. For local runs only.
     #[arg(long, env = "DISRUPTION_GUARD_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
+
+    /// Static bearer tokens for CI outside the cluster: a Secret `namespace/name` whose key
+    /// `tokens.yaml` lists `{name, token, namespaces}` entries (re-read every 30s).
+    #[arg(long, env = "DISRUPTION_GUARD_STATIC_TOKENS_SECRET", value_parser = static_tokens::parse_secret_ref, conflicts_with = "static_tokens_file")]
+    pub static_tokens_secret: Option<static_tokens::Source>,
+
+    /// Static bearer tokens from a file (same format as the Secret's `tokens.yaml`).
+    #[arg(long, env = "DISRUPTION_GUARD_STATIC_TOKENS_FILE")]
+    pub static_tokens_file: Option<std::path::PathBuf>,
+
+    /// Time to live of a window whose open names none.
+    #[arg(long, env = "DISRUPTION_GUARD_DEFAULT_TTL", default_value = "30m", value_parser = parse_ttl_flag)]
+    pub default_ttl: std::time::Duration,
+
+    /// Longest time to live an open or a renew may ask for.
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_TTL", default_value = "6h", value_parser = parse_ttl_flag)]
+    pub max_ttl: std::time::Duration,
+
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Requests per second each client address may make on average (0: no limit).
+    #[arg(long, env = "DISRUPTION_GUARD_RATE_LIMIT", default_value_t = 20.0)]
+    pub rate_limit: f64,
+
+    /// Requests each client address may make in a burst.
+    #[arg(long, env = "DISRUPTION_GUARD_RATE_BURST", default_value_t = 100)]
+    pub rate_burst: u32,
+}
+
+fn parse_ttl_flag(text: &str) -> Result<std::time::Duration, String> {
+    ttl::parse(text)
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The operator's state (client, flags, metrics, scope).
+    pub op: State,
+    /// Window operations.
+    pub windows: windows::Windows,
+    /// Authentication and authorization.
+    pub auth: Arc<auth::Authenticator>,
+    /// Per-client rate limit.
+    pub limiter: Arc<ratelimit::RateLimiter>,
+    /// The operator's metrics.
+    pub metrics: Arc<crate::operator::Metrics>,
+}
+
+/// The API's routes, with every middleware.
+pub fn router(state: ApiState) -> Router {
+    let limit = state.op.args.api.max_body_bytes;
+    Router::new()
+        .route(
+            "/v1/namespaces/{namespace}/windows",
+            post(handlers::open).get(handlers::list),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/windows/{name}",
+            get(handlers::get).delete(handlers::close),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/windows/{name}/renew",
+            post(handlers::renew),
+        )
+        .route("/v1/openapi.json", get(serve_openapi))
+        .fallback(handlers::not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(CatchPanicLayer::custom(|_| {
+            problem::ApiError::Unavailable("the server failed while answering".into())
+                .into_response()
+        }))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::observe,
+        ))
+        .with_state(state)
+}
+
+async fn serve_openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        openapi::json(),
+    )
 }
 
 /// Serves the HTTP API until shutdown.
 pub async fn serve(state: State) -> anyhow::Result<()> {
-    state.shutdown.cancelled().await;
-    Ok(())
+    let args = &state.args.api;
+    anyhow::ensure!(
+        args.default_ttl <= args.max_ttl,
+        "--default-ttl must not exceed --max-ttl"
+    );
+    let auth = Arc::new(auth::Authenticator::new(
+        state.client.clone(),
+        args.token_audience.clone(),
+        args.insecure_no_auth,
+    ));
+    if args.insecure_no_auth {
+        warn!(
+            "--insecure-no-auth: the HTTP API accepts every request without credentials; use it for local runs only"
+        );
+    }
+    let source = match (&args.static_tokens_secret, &args.static_tokens_file) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(path)) => Some(static_tokens::Source::File(path.clone())),
+        (None, None) => None,
+    };
+    if let Some(source) = source {
+        static_tokens::start(
+            source,
+            state.client.clone(),
+            auth.clone(),
+            state.shutdown.clone(),
+        )
+        .await
+        .context("loading static tokens")?;
+    }
+    let api_state = ApiState {
+        windows: windows::Windows::new(
+            state.client.clone(),
+            ttl::TtlLimits {
+                default: args.default_ttl,
+                max: args.max_ttl,
+            },
+        ),
+        auth,
+        limiter: Arc::new(ratelimit::RateLimiter::new(
+            args.rate_limit,
+            args.rate_burst,
+        )),
+        metrics: state.metrics.clone(),
+        op: state.clone(),
+    };
+    let addr = args.api_addr;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the API address {addr}"))?;
+    info!(addr = %listener.local_addr()?, auth = !args.insecure_no_auth, "HTTP API listening");
+    let shutdown = state.shutdown.clone();
+    axum::serve(
+        listener,
+        router(api_state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.cancelled_owned())
+    .await
+    .context("serving the HTTP API")
 }

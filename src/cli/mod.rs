@@ -7,7 +7,10 @@ use clap::{Parser, Subcommand};
 use crate::operator::OperatorArgs;
 use crate::telemetry::LogFormat;
 
+pub mod client;
 pub mod crd;
+
+use client::{CloseArgs, Connection, GetArgs, OpenArgs, RenewArgs, RunArgs};
 
 /// Keeps node autoscalers (Karpenter, Cluster Autoscaler) from killing lone-replica pods while
 /// CI tests run.
@@ -23,6 +26,9 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Auto, env = "DISRUPTION_GUARD_LOG_FORMAT")]
     pub log_format: LogFormat,
 
+    #[command(flatten)]
+    pub connection: Connection,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -34,34 +40,44 @@ pub enum Command {
     Operator(Box<OperatorArgs>),
     /// Print the TestWindow CustomResourceDefinition as YAML.
     Crd,
-    /// Open a test window (CI client).
-    Open,
-    /// Close a test window and print its report (CI client).
-    Close,
-    /// Extend an open test window (CI client).
-    Renew,
+    /// Print the HTTP API's OpenAPI 3 document (as served at /v1/openapi.json).
+    Openapi,
+    /// Open a test window and wait until protection is in effect (CI client).
+    Open(OpenArgs),
+    /// Close a test window, wait until its protection is removed, print its report (CI client).
+    Close(CloseArgs),
+    /// Extend an open test window from now (CI client).
+    Renew(RenewArgs),
     /// Show one test window and its report (CI client).
-    Get,
+    Get(GetArgs),
     /// List test windows (CI client).
     List,
     /// Open a window, run a command inside it, close it, exit with the command's code.
-    Run,
+    Run(RunArgs),
 }
 
 impl Command {
     /// Runs the command; the returned code becomes the process exit code.
-    pub async fn run(self) -> anyhow::Result<ExitCode> {
-        match self {
-            Command::Operator(args) => crate::operator::run(*args)
-                .await
-                .map(|()| ExitCode::SUCCESS),
-            Command::Crd => crd::print().map(|()| ExitCode::SUCCESS),
-            Command::Open
-            | Command::Close
-            | Command::Renew
-            | Command::Get
-            | Command::List
-            | Command::Run => anyhow::bail!("the CI client is not available in this build yet"),
-        }
+    pub async fn run(self, connection: Connection) -> anyhow::Result<ExitCode> {
+        use client::ClientCommand as C;
+        let client_command = match self {
+            Command::Operator(args) => {
+                return crate::operator::run(*args)
+                    .await
+                    .map(|()| ExitCode::SUCCESS);
+            }
+            Command::Crd => return crd::print().map(|()| ExitCode::SUCCESS),
+            Command::Openapi => {
+                print!("{}", crate::api::openapi::json());
+                return Ok(ExitCode::SUCCESS);
+            }
+            Command::Open(a) => C::Open(a),
+            Command::Close(a) => C::Close(a),
+            Command::Renew(a) => C::Renew(a),
+            Command::Get(a) => C::Get(a),
+            Command::List => C::List,
+            Command::Run(a) => C::Run(a),
+        };
+        Ok(client::run(connection, client_command).await)
     }
 }

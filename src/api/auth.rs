@@ -1,0 +1,276 @@
+//! Authentication and authorization of API requests.
+//!
+//! Two kinds of bearer token are accepted:
+//! 1. static tokens (from a Secret or a file), each allowed in a list of namespaces, compared
+//!    in constant time — for CI systems outside the cluster;
+//! 2. Kubernetes tokens (ServiceAccount, projected, `kubectl create token --audience …`),
+//!    verified with a TokenReview for `--token-audience`, then authorized with a
+//!    SubjectAccessReview on `testwindows.disruption-guard.io` in the namespace: Kubernetes
+//!    RBAC is the policy. Positive answers are cached for [`CACHE_TTL`].
+
+use std::collections::HashMap;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, header};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use subtle::ConstantTimeEq;
+
+use super::problem::ApiError;
+use super::static_tokens::StaticToken;
+use crate::resources::names::GROUP;
+
+/// How long an allowed (token, namespace, verb) stays cached.
+pub const CACHE_TTL: Duration = Duration::from_secs(10);
+const CACHE_MAX: usize = 10_000;
+
+/// (token, namespace, verb) of a cached positive answer.
+type CacheKey = (String, String, Verb);
+
+/// The RBAC verb a route needs on `testwindows`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// Open a window.
+    Create,
+    /// Read one window.
+    Get,
+    /// List windows.
+    List,
+    /// Renew a window.
+    Patch,
+    /// Close a window.
+    Delete,
+}
+
+impl Verb {
+    /// The verb as RBAC spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Create => "create",
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// Who made a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// User name (`system:serviceaccount:ns:sa`) or static token name (`static:<name>`).
+    pub name: String,
+}
+
+/// Checks credentials and permissions.
+pub struct Authenticator {
+    client: Client,
+    audience: String,
+    disabled: bool,
+    static_tokens: RwLock<Vec<StaticToken>>,
+    cache: Mutex<HashMap<CacheKey, (Identity, Instant)>>,
+}
+
+/// The bearer token of a request, if it carries one.
+pub fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::Unauthenticated("Authorization: a bearer token is required".into())
+    })?;
+    let value = value.to_str().map_err(|_| {
+        ApiError::Unauthenticated("Authorization: the header is not valid text".into())
+    })?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(|| {
+        ApiError::Unauthenticated("Authorization: must be `Bearer <token>`".into())
+    })?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return Err(ApiError::Unauthenticated(
+            "Authorization: must be `Bearer <token>`".into(),
+        ));
+    }
+    Ok(token)
+}
+
+/// The static token equal to `presented`, looking at every entry (constant time per entry).
+pub fn find_static<'a>(tokens: &'a [StaticToken], presented: &str) -> Option<&'a StaticToken> {
+    let mut found = None;
+    for t in tokens {
+        if bool::from(t.token.as_bytes().ct_eq(presented.as_bytes())) {
+            found = Some(t);
+        }
+    }
+    found
+}
+
+impl Authenticator {
+    /// An authenticator for `audience`; `disabled` lets every request through.
+    pub fn new(client: Client, audience: String, disabled: bool) -> Self {
+        Self {
+            client,
+            audience,
+            disabled,
+            static_tokens: RwLock::new(Vec::new()),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Replaces the static tokens (on start and on every reload).
+    pub fn set_static_tokens(&self, tokens: Vec<StaticToken>) {
+        *self.static_tokens.write().expect("static tokens lock") = tokens;
+    }
+
+    /// Authenticates the request and authorizes `verb` on windows in `ns`.
+    pub async fn authorize(
+        &self,
+        headers: &HeaderMap,
+        ns: &str,
+        verb: Verb,
+    ) -> Result<Identity, ApiError> {
+        if self.disabled {
+            return Ok(Identity {
+                name: "anonymous (--insecure-no-auth)".into(),
+            });
+        }
+        let token = bearer(headers)?;
+        let static_match = {
+            let tokens = self.static_tokens.read().expect("static tokens lock");
+            find_static(&tokens, token).map(|t| (t.name.clone(), t.allows(ns)))
+        };
+        if let Some((name, allowed)) = static_match {
+            return if allowed {
+                Ok(Identity {
+                    name: format!("static:{name}"),
+                })
+            } else {
+                Err(ApiError::Forbidden(format!(
+                    "namespace: static token {name:?} may not use namespace {ns}"
+                )))
+            };
+        }
+        let key = (token.to_string(), ns.to_string(), verb);
+        if let Some((identity, at)) = self.cache.lock().expect("auth cache").get(&key)
+            && at.elapsed() < CACHE_TTL
+        {
+            return Ok(identity.clone());
+        }
+        let identity = self.review(token, ns, verb).await?;
+        let mut cache = self.cache.lock().expect("auth cache");
+        if cache.len() >= CACHE_MAX {
+            cache.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
+            if cache.len() >= CACHE_MAX {
+                cache.clear();
+            }
+        }
+        cache.insert(key, (identity.clone(), Instant::now()));
+        Ok(identity)
+    }
+
+    async fn review(&self, token: &str, ns: &str, verb: Verb) -> Result<Identity, ApiError> {
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_string()),
+                audiences: Some(vec![self.audience.clone()]),
+            },
+            ..Default::default()
+        };
+        let reviewed = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| ApiError::from_kube(e, "verifying the token (TokenReview)"))?;
+        let status = reviewed.status.unwrap_or_default();
+        let audience_ok = status
+            .audiences
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|a| a == &self.audience));
+        if status.authenticated != Some(true) || !audience_ok {
+            return Err(ApiError::Unauthenticated(format!(
+                "Authorization: the token is not valid for audience {:?}",
+                self.audience
+            )));
+        }
+        let user = status.user.unwrap_or_default();
+        let username = user.username.clone().unwrap_or_default();
+        let sar = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: user.username,
+                groups: user.groups,
+                uid: user.uid,
+                extra: user.extra,
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(GROUP.into()),
+                    resource: Some("testwindows".into()),
+                    verb: Some(verb.as_str().into()),
+                    namespace: Some(ns.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &sar)
+            .await
+            .map_err(|e| ApiError::from_kube(e, "checking permissions (SubjectAccessReview)"))?;
+        if answer.status.is_some_and(|s| s.allowed) {
+            Ok(Identity { name: username })
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "namespace: {username} may not {} testwindows.{GROUP} in namespace {ns}",
+                verb.as_str()
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_without_a_bearer_token_is_unauthenticated() {
+        let mut headers = HeaderMap::new();
+        assert!(matches!(
+            bearer(&headers),
+            Err(ApiError::Unauthenticated(_))
+        ));
+        headers.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert!(matches!(
+            bearer(&headers),
+            Err(ApiError::Unauthenticated(_))
+        ));
+        headers.insert(header::AUTHORIZATION, "Bearer  ".parse().unwrap());
+        assert!(matches!(
+            bearer(&headers),
+            Err(ApiError::Unauthenticated(_))
+        ));
+        headers.insert(header::AUTHORIZATION, "bearer t0k".parse().unwrap());
+        assert_eq!(bearer(&headers).unwrap(), "t0k");
+    }
+
+    #[test]
+    fn a_static_token_matches_only_exactly_and_names_its_namespaces() {
+        let tokens = vec![
+            StaticToken {
+                name: "gh".into(),
+                token: "secret-one".into(),
+                namespaces: vec!["shop".into()],
+            },
+            StaticToken {
+                name: "all".into(),
+                token: "secret-two".into(),
+                namespaces: vec!["*".into()],
+            },
+        ];
+        assert_eq!(find_static(&tokens, "secret-one").unwrap().name, "gh");
+        assert!(find_static(&tokens, "secret-on").is_none());
+        assert!(find_static(&tokens, "secret-one2").is_none());
+        assert!(find_static(&tokens, "secret-one").unwrap().allows("shop"));
+        assert!(!find_static(&tokens, "secret-one").unwrap().allows("other"));
+        assert!(find_static(&tokens, "secret-two").unwrap().allows("other"));
+    }
+}

@@ -1,0 +1,350 @@
+//! The HTTP handlers: check scope and permission, parse the body, call [`Windows`], answer.
+//!
+//! Each route needs one RBAC verb on `testwindows` in the namespace: open `create`, get
+//! `get`, list `list`, renew `patch`, close `delete`.
+//!
+//! [`Windows`]: super::windows::Windows
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tracing::info;
+use utoipa::IntoParams;
+
+use super::ApiState;
+use super::auth::Verb;
+use super::problem::{ApiError, Problem};
+use super::types::{OpenRequest, RenewRequest, WindowList, WindowView};
+use super::windows::{is_ready, is_released};
+
+/// Header carrying the idempotency key of an open.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Longest wait a request may ask for.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+
+/// `?wait=true&timeout=60s`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WaitQuery {
+    /// Answer only once the window is Ready (open) or released (close).
+    #[serde(default)]
+    pub wait: Option<bool>,
+    /// How long to wait (Go duration, at most 10m; default 60s).
+    #[serde(default)]
+    pub timeout: Option<String>,
+}
+
+impl WaitQuery {
+    fn timeout(&self) -> Result<Option<Duration>, ApiError> {
+        if self.wait != Some(true) {
+            return Ok(None);
+        }
+        let timeout = match &self.timeout {
+            None => DEFAULT_WAIT,
+            Some(t) => {
+                super::ttl::parse(t).map_err(|e| ApiError::BadRequest(format!("timeout: {e}")))?
+            }
+        };
+        if timeout > MAX_WAIT {
+            return Err(ApiError::BadRequest("timeout: must be at most 10m".into()));
+        }
+        Ok(Some(timeout))
+    }
+}
+
+/// Parses a JSON body: 415 unless it is JSON, 400 when malformed; an empty body is `{}`.
+pub fn parse_body<T: serde::de::DeserializeOwned + Default>(
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    let json = essence.eq_ignore_ascii_case("application/json")
+        || essence.to_ascii_lowercase().ends_with("+json");
+    if !json {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "Content-Type: must be application/json, got {:?}",
+            if content_type.is_empty() {
+                "nothing"
+            } else {
+                content_type
+            }
+        )));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("body: {e}")))
+}
+
+fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
+    if !crate::api::selector::is_dns_subdomain(ns) || ns.len() > 63 {
+        return Err(ApiError::NotFound(format!(
+            "namespace: {ns:?} is not a valid namespace name"
+        )));
+    }
+    if !state.op.in_scope(ns) {
+        return Err(ApiError::Forbidden(format!(
+            "namespace: this operator does not serve namespace {ns} (--namespaces)"
+        )));
+    }
+    Ok(())
+}
+
+/// A window name from the path: one that no object can have is a 404 without asking.
+fn check_name(ns: &str, name: &str) -> Result<(), ApiError> {
+    if crate::api::selector::is_dns_subdomain(name) {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound(format!(
+            "window {name:?} does not exist in namespace {ns} (not a valid object name)"
+        )))
+    }
+}
+
+fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
+    (status, Json(WindowView::from_window(tw))).into_response()
+}
+
+/// Open a window.
+#[utoipa::path(
+    post, path = "/v1/namespaces/{namespace}/windows", tag = "windows",
+    params(
+        ("namespace" = String, Path, description = "Namespace of the pods to protect"),
+        ("Idempotency-Key" = Option<String>, Header, description = "A retried open with the same key returns the same window"),
+        WaitQuery,
+    ),
+    request_body = OpenRequest,
+    responses(
+        (status = 201, description = "Opened", body = WindowView),
+        (status = 200, description = "Already opened with this idempotency key", body = WindowView),
+        (status = 400, description = "Malformed JSON or selector", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Name taken", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid ttl, name or reason", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Not Ready within the timeout; `window` holds its state", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn open(
+    State(state): State<ApiState>,
+    Path(ns): Path<String>,
+    Query(query): Query<WaitQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let who = state.auth.authorize(&headers, &ns, Verb::Create).await?;
+    check_scope(&state, &ns)?;
+    let wait = query.timeout()?;
+    let req: OpenRequest = parse_body(&headers, &body)?;
+    let header_key = match headers.get(IDEMPOTENCY_KEY) {
+        Some(v) => Some(v.to_str().map_err(|_| {
+            ApiError::BadRequest("Idempotency-Key: must be printable ASCII".into())
+        })?),
+        None => None,
+    };
+    let key = header_key.or(req.idempotency_key.as_deref());
+    let (tw, created) = state.windows.open(&ns, &req, key).await?;
+    let name = kube::ResourceExt::name_any(&tw);
+    info!(namespace = %ns, window = %name, created, identity = %who.name, "window opened");
+    let tw = match wait {
+        Some(timeout) => {
+            state
+                .windows
+                .wait(&ns, &name, timeout, "Ready", is_ready, tw)
+                .await?
+        }
+        None => tw,
+    };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let mut resp = view(status, &tw);
+    if let Ok(loc) = format!("/v1/namespaces/{ns}/windows/{name}").parse() {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(resp)
+}
+
+/// List the windows of a namespace.
+#[utoipa::path(
+    get, path = "/v1/namespaces/{namespace}/windows", tag = "windows",
+    params(("namespace" = String, Path, description = "Namespace")),
+    responses(
+        (status = 200, description = "The windows", body = WindowList),
+        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list(
+    State(state): State<ApiState>,
+    Path(ns): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<WindowList>, ApiError> {
+    state.auth.authorize(&headers, &ns, Verb::List).await?;
+    check_scope(&state, &ns)?;
+    Ok(Json(state.windows.list(&ns).await?))
+}
+
+/// Read one window: its state and report.
+#[utoipa::path(
+    get, path = "/v1/namespaces/{namespace}/windows/{name}", tag = "windows",
+    params(("namespace" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Window")),
+    responses(
+        (status = 200, description = "The window", body = WindowView),
+        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get(
+    State(state): State<ApiState>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.auth.authorize(&headers, &ns, Verb::Get).await?;
+    check_scope(&state, &ns)?;
+    check_name(&ns, &name)?;
+    Ok(view(StatusCode::OK, &state.windows.get(&ns, &name).await?))
+}
+
+/// Renew a window: it ends `ttl` from now (capped by the maximum).
+#[utoipa::path(
+    post, path = "/v1/namespaces/{namespace}/windows/{name}/renew", tag = "windows",
+    params(("namespace" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Window")),
+    request_body = RenewRequest,
+    responses(
+        (status = 200, description = "Renewed", body = WindowView),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The window has ended", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid ttl", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn renew(
+    State(state): State<ApiState>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let who = state.auth.authorize(&headers, &ns, Verb::Patch).await?;
+    check_scope(&state, &ns)?;
+    check_name(&ns, &name)?;
+    let req: RenewRequest = parse_body(&headers, &body)?;
+    let tw = state
+        .windows
+        .renew(&ns, &name, &req, jiff::Timestamp::now())
+        .await?;
+    info!(namespace = %ns, window = %name, identity = %who.name, "window renewed");
+    Ok(view(StatusCode::OK, &tw))
+}
+
+/// Close a window and return its report; closing a closed window is not an error.
+#[utoipa::path(
+    delete, path = "/v1/namespaces/{namespace}/windows/{name}", tag = "windows",
+    params(("namespace" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Window"), WaitQuery),
+    responses(
+        (status = 200, description = "Closed; `report` says whether anything was disrupted", body = WindowView),
+        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Protection not released within the timeout", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn close(
+    State(state): State<ApiState>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(query): Query<WaitQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let who = state.auth.authorize(&headers, &ns, Verb::Delete).await?;
+    check_scope(&state, &ns)?;
+    check_name(&ns, &name)?;
+    let wait = query.timeout()?;
+    let tw = state.windows.close(&ns, &name).await?;
+    info!(namespace = %ns, window = %name, identity = %who.name, "window closed");
+    let tw = match wait {
+        Some(timeout) => {
+            state
+                .windows
+                .wait(&ns, &name, timeout, "released", is_released, tw)
+                .await?
+        }
+        None => tw,
+    };
+    Ok(view(StatusCode::OK, &tw))
+}
+
+/// Any other path.
+pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json_headers() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn an_empty_body_is_an_empty_request() {
+        let req: RenewRequest = parse_body(&HeaderMap::new(), &Bytes::new()).unwrap();
+        assert_eq!(req, RenewRequest::default());
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_415_and_malformed_json_is_400() {
+        let err = parse_body::<RenewRequest>(&HeaderMap::new(), &Bytes::from("{}")).unwrap_err();
+        assert_eq!(err.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let err = parse_body::<RenewRequest>(&json_headers(), &Bytes::from("{")).unwrap_err();
+        assert_eq!(err.status(), StatusCode::BAD_REQUEST);
+        let err = parse_body::<RenewRequest>(&json_headers(), &Bytes::from(r#"{"tll":"5m"}"#))
+            .unwrap_err();
+        assert!(err.to_string().contains("tll"), "{err}");
+    }
+
+    #[test]
+    fn a_wait_longer_than_ten_minutes_is_refused() {
+        let q = WaitQuery {
+            wait: Some(true),
+            timeout: Some("11m".into()),
+        };
+        assert!(q.timeout().is_err());
+        let q = WaitQuery {
+            wait: None,
+            timeout: Some("11m".into()),
+        };
+        assert_eq!(q.timeout().unwrap(), None);
+    }
+}

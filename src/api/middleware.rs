@@ -1,0 +1,165 @@
+//! What every API request goes through: a request id (`x-request-id`, taken from the client
+//! or made up) in a log span and the response, the per-client rate limit, metrics by route
+//! template, and a guarantee that every error body is `application/problem+json`, even the
+//! ones axum's own extractors produce.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::{Instrument, info, info_span, warn};
+
+use super::ApiState;
+use super::problem::{ApiError, PROBLEM_JSON};
+
+/// Header carrying the request id.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// A request id for a request that brought none: process-unique and hard to guess.
+fn new_request_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default();
+    format!(
+        "{:016x}{:08x}",
+        nanos ^ (u64::from(std::process::id()) << 40),
+        n
+    )
+}
+
+fn method_label(method: &axum::http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "DELETE" => "DELETE",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// Request id, rate limit, log line, metrics and problem+json for every request.
+pub async fn observe(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let id = req
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(new_request_id);
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let method = method_label(req.method());
+    let path = req.uri().path().to_string();
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let span = info_span!("request", request_id = %id, method, route = %route);
+
+    let limited = client.is_some_and(|ip| !state.limiter.allow(ip, started));
+    let mut resp = if limited {
+        ApiError::RateLimited("rate limit: too many requests from this client, retry later".into())
+            .into_response()
+    } else {
+        next.run(req).instrument(span.clone()).await
+    };
+    if resp.status().is_client_error() || resp.status().is_server_error() {
+        resp = as_problem(resp, &path).await;
+    }
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert(REQUEST_ID, value);
+    }
+    let code = resp.status().as_u16();
+    let seconds = started.elapsed().as_secs_f64();
+    state.metrics.api.observe(method, &route, code, seconds);
+    span.in_scope(|| {
+        if code >= 500 {
+            warn!(code, path = %path, latency_ms = seconds * 1000.0, "request failed");
+        } else {
+            info!(code, path = %path, latency_ms = seconds * 1000.0, "request");
+        }
+    });
+    resp
+}
+
+/// Rewrites an error response that is not problem+json yet (axum's rejections: bad path,
+/// bad query, wrong method, body too large) into one, keeping its status and its text.
+async fn as_problem(resp: Response, path: &str) -> Response {
+    let is_problem = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    if is_problem {
+        let mut problem: serde_json::Value =
+            serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        if let Some(obj) = problem.as_object_mut() {
+            obj.entry("instance")
+                .or_insert_with(|| serde_json::Value::String(path.to_string()));
+            let mut resp = Response::from_parts(parts, Body::from(problem.to_string()));
+            resp.headers_mut().remove(header::CONTENT_LENGTH);
+            return resp;
+        }
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    let status = parts.status;
+    let err = match status.as_u16() {
+        400 => ApiError::BadRequest(text),
+        401 => ApiError::Unauthenticated(text),
+        403 => ApiError::Forbidden(text),
+        404 => ApiError::NotFound(if text.is_empty() {
+            format!("no route for {path}")
+        } else {
+            text
+        }),
+        405 => ApiError::MethodNotAllowed(format!("method not allowed on {path}")),
+        409 => ApiError::Conflict(text),
+        413 => ApiError::PayloadTooLarge(format!("body: {text}")),
+        415 => ApiError::UnsupportedMediaType(text),
+        422 => ApiError::Unprocessable(text),
+        429 => ApiError::RateLimited(text),
+        _ => ApiError::Unavailable(if text.is_empty() {
+            "the server could not answer".into()
+        } else {
+            text
+        }),
+    };
+    let problem = err.to_problem(Some(path.to_string()));
+    let mut out = Response::from_parts(
+        parts,
+        Body::from(serde_json::to_vec(&problem).unwrap_or_default()),
+    );
+    out.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    out.headers_mut().remove(header::CONTENT_LENGTH);
+    // Keep the status axum chose (405 stays 405 even though it maps to a generic problem).
+    *out.status_mut() = status;
+    if let Some(p) = serde_json::to_value(&problem)
+        .ok()
+        .as_mut()
+        .and_then(|v| v.as_object_mut())
+    {
+        p.insert("status".into(), status.as_u16().into());
+        *out.body_mut() = Body::from(serde_json::Value::Object(p.clone()).to_string());
+    }
+    out
+}

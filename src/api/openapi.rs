@@ -1,0 +1,63 @@
+//! The OpenAPI 3 document, generated from the handlers' annotations and the wire types.
+//! Served at `/v1/openapi.json`, printed by `disruption-guard openapi`, kept in
+//! `docs/openapi.json` (a test checks the copy is current).
+
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+use super::handlers;
+use super::problem::Problem;
+use super::types::{
+    CiMeta, ConditionView, OpenRequest, ProtectedView, RenewRequest, ReportView, SelectorInput,
+    SelectorObject, SelectorRequirement, WindowList, WindowView,
+};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "disruption-guard",
+        description = "Open, renew, read and close test windows: while a window is open, the \
+                       selected pods are protected from voluntary disruption (Karpenter, \
+                       Cluster Autoscaler). Errors are application/problem+json (RFC 9457).",
+        license(name = "Apache-2.0"),
+    ),
+    paths(handlers::open, handlers::list, handlers::get, handlers::renew, handlers::close),
+    components(schemas(
+        OpenRequest, RenewRequest, WindowView, WindowList, SelectorInput, SelectorObject,
+        SelectorRequirement, CiMeta, ProtectedView, ReportView, ConditionView, Problem
+    )),
+    modifiers(&Bearer),
+    tags((name = "windows", description = "Test windows"))
+)]
+struct ApiDoc;
+
+struct Bearer;
+
+impl utoipa::Modify for Bearer {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A Kubernetes token for audience --token-audience (TokenReview + \
+                         SubjectAccessReview on testwindows), or a static token",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The document as pretty JSON with a trailing newline, exactly as `docs/openapi.json`.
+pub fn json() -> String {
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    let mut out = doc
+        .to_pretty_json()
+        .expect("the OpenAPI document serializes");
+    out.push('\n');
+    out
+}

@@ -1,0 +1,214 @@
+//! Errors of the HTTP API as `application/problem+json` (RFC 9457).
+//!
+//! Every failure a handler can meet is an [`ApiError`]; its status, `type` and `title` come
+//! from the variant, its `detail` names the field and the rule that was broken. Nothing that
+//! a client sends can turn into a 500: only a failure of the API server itself becomes a 5xx.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::types::WindowView;
+
+/// Media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// An RFC 9457 problem document.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct Problem {
+    /// URI naming the kind of problem.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Short summary of the kind of problem.
+    pub title: String,
+    /// HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request: the field and the rule.
+    pub detail: String,
+    /// The request path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// The window's state, when the problem is about a window that exists (e.g. a 504 wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Box<WindowView>>,
+}
+
+/// Everything that can go wrong while serving a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed JSON or a malformed label selector.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No credentials, or credentials that are not valid.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The identity may not do this in this namespace.
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such window or route.
+    #[error("{0}")]
+    NotFound(String),
+    /// Method not allowed on this route.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The request conflicts with the window's state.
+    #[error("{0}")]
+    Conflict(String),
+    /// The body is larger than the limit.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// The body is not JSON.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// A field is well-formed but not acceptable (e.g. the ttl).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// Too many requests from this client.
+    #[error("{0}")]
+    RateLimited(String),
+    /// The Kubernetes API server cannot be reached or failed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A wait ended before the window reached the awaited state.
+    #[error("{detail}")]
+    Timeout {
+        /// What was awaited.
+        detail: String,
+        /// The window's state when the wait ended.
+        window: Box<WindowView>,
+    },
+}
+
+impl ApiError {
+    /// HTTP status of the error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// Fixed label for logs and metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad-request",
+            ApiError::Unauthenticated(_) => "unauthenticated",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::NotFound(_) => "not-found",
+            ApiError::MethodNotAllowed(_) => "method-not-allowed",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::PayloadTooLarge(_) => "payload-too-large",
+            ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
+            ApiError::Unprocessable(_) => "unprocessable",
+            ApiError::RateLimited(_) => "rate-limited",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Timeout { .. } => "timeout",
+        }
+    }
+
+    /// Maps a failure of a call to the Kubernetes API server.
+    pub fn from_kube(err: kube::Error, what: &str) -> ApiError {
+        match &err {
+            kube::Error::Api(status) => match status.code {
+                404 => ApiError::NotFound(format!("{what}: not found")),
+                409 => ApiError::Conflict(format!("{what}: {}", status.message)),
+                422 | 400 => ApiError::Unprocessable(format!("{what}: {}", status.message)),
+                403 => ApiError::Unavailable(format!(
+                    "{what}: the operator's own permissions do not allow this: {}",
+                    status.message
+                )),
+                429 => ApiError::RateLimited(format!("{what}: the API server is busy, retry")),
+                _ => ApiError::Unavailable(format!(
+                    "{what}: the Kubernetes API server answered {}: {}",
+                    status.code, status.message
+                )),
+            },
+            // A request that cannot even be built comes from input that slipped through
+            // validation: the client's fault, not the server's.
+            kube::Error::BuildRequest(_) | kube::Error::HttpError(_) => {
+                ApiError::BadRequest(format!("{what}: the request cannot be made: {err}"))
+            }
+            _ => ApiError::Unavailable(format!(
+                "{what}: the Kubernetes API server is unreachable: {err}"
+            )),
+        }
+    }
+
+    /// The problem document for a request to `instance`.
+    pub fn to_problem(&self, instance: Option<String>) -> Problem {
+        let status = self.status();
+        let window = match self {
+            ApiError::Timeout { window, .. } => Some(window.clone()),
+            _ => None,
+        };
+        Problem {
+            type_: format!("https://disruption-guard.io/problems/{}", self.category()),
+            title: status.canonical_reason().unwrap_or("Error").to_string(),
+            status: status.as_u16(),
+            detail: self.to_string(),
+            instance,
+            window,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = self.to_problem(None);
+        let mut resp = (self.status(), Json(problem)).into_response();
+        let headers = resp.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if matches!(self, ApiError::Unauthenticated(_)) {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"disruption-guard\""),
+            );
+        }
+        if matches!(self, ApiError::RateLimited(_)) {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_api_server_is_a_503_not_a_500() {
+        let err = ApiError::from_kube(
+            kube::Error::Service("connection refused".into()),
+            "reading window w",
+        );
+        assert_eq!(err.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(err.to_string().contains("unreachable"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_object_is_a_404() {
+        let status = kube::core::Status::failure("nope", "NotFound").with_code(404);
+        let err = ApiError::from_kube(kube::Error::Api(Box::new(status)), "reading window w");
+        assert_eq!(err.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn a_problem_names_its_status_and_detail() {
+        let problem = ApiError::Unprocessable("ttl: must be at most 2h".into()).to_problem(None);
+        assert_eq!(problem.status, 422);
+        assert_eq!(problem.detail, "ttl: must be at most 2h");
+        assert!(problem.type_.ends_with("/unprocessable"));
+    }
+}

@@ -1,0 +1,338 @@
+//! Wire types of the HTTP API: request bodies and the view of a window.
+//!
+//! They are the API's own contract, separate from the CRD: the OpenAPI document is generated
+//! from them, and [`WindowView::from_window`] is the one place a `TestWindow` becomes JSON.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::resources::{CiInfo, TestWindow};
+
+/// Body of `POST /v1/namespaces/{namespace}/windows`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenRequest {
+    /// Pods to protect: a label selector string (`app=web,tier in (a,b)`) or an object with
+    /// `matchLabels` / `matchExpressions`. Absent or empty selects every pod of the namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<SelectorInput>,
+    /// How long the window stays open (Go duration, e.g. `30m`); the server's default when
+    /// absent, at most the server's maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "30m", pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")]
+    pub ttl: Option<String>,
+    /// Why the window is open; shown in reports (at most 256 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 256)]
+    pub reason: Option<String>,
+    /// Where the request comes from; shown in reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<CiMeta>,
+    /// Name of the window (DNS label); generated when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 63, pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+    pub name: Option<String>,
+    /// Same as the `Idempotency-Key` header: a retried open with the same key returns the
+    /// same window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// A label selector, as a string or as an object.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[serde(untagged)]
+pub enum SelectorInput {
+    /// Kubernetes selector syntax: `app=web,tier!=db,env in (ci,dev),!legacy`.
+    Text(String),
+    /// The structured form, as in a Deployment's `spec.selector`.
+    Object(SelectorObject),
+}
+
+/// The structured form of a label selector.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectorObject {
+    /// Labels a pod must carry with exactly these values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Set-based requirements, all of which must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<SelectorRequirement>,
+}
+
+/// One set-based requirement of a label selector.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectorRequirement {
+    /// Label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: String,
+    /// Values for `In` / `NotIn`; empty for `Exists` / `DoesNotExist`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+impl From<&LabelSelector> for SelectorObject {
+    fn from(sel: &LabelSelector) -> Self {
+        SelectorObject {
+            match_labels: sel.match_labels.clone().unwrap_or_default(),
+            match_expressions: sel
+                .match_expressions
+                .iter()
+                .flatten()
+                .map(|r| SelectorRequirement {
+                    key: r.key.clone(),
+                    operator: r.operator.clone(),
+                    values: r.values.clone().unwrap_or_default(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<SelectorObject> for LabelSelector {
+    fn from(sel: SelectorObject) -> Self {
+        LabelSelector {
+            match_labels: (!sel.match_labels.is_empty()).then_some(sel.match_labels),
+            match_expressions: (!sel.match_expressions.is_empty()).then(|| {
+                sel.match_expressions
+                    .into_iter()
+                    .map(|r| LabelSelectorRequirement {
+                        key: r.key,
+                        operator: r.operator,
+                        values: (!r.values.is_empty()).then_some(r.values),
+                    })
+                    .collect()
+            }),
+        }
+    }
+}
+
+/// Where a window comes from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CiMeta {
+    /// CI system, e.g. `github`, `gitlab`, `argocd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Repository the run belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// The CI system's id for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Link to the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl From<CiMeta> for CiInfo {
+    fn from(ci: CiMeta) -> Self {
+        CiInfo {
+            provider: ci.provider,
+            repository: ci.repository,
+            run_id: ci.run_id,
+            url: ci.url,
+        }
+    }
+}
+
+impl From<&CiInfo> for CiMeta {
+    fn from(ci: &CiInfo) -> Self {
+        CiMeta {
+            provider: ci.provider.clone(),
+            repository: ci.repository.clone(),
+            run_id: ci.run_id.clone(),
+            url: ci.url.clone(),
+        }
+    }
+}
+
+/// Body of `POST …/windows/{name}/renew`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RenewRequest {
+    /// New time left, counted from now (Go duration); the server's default when absent,
+    /// capped by the server's maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "30m", pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")]
+    pub ttl: Option<String>,
+}
+
+/// A window: what it protects, its state and its report.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowView {
+    /// Name of the window.
+    pub name: String,
+    /// Namespace of the window.
+    pub namespace: String,
+    /// `Pending`, `Active`, `Expired` or `Closed`.
+    pub phase: String,
+    /// True once protection is in effect (the `Ready` condition).
+    pub ready: bool,
+    /// True once a close was requested.
+    pub closed: bool,
+    /// The pods it protects.
+    pub selector: SelectorObject,
+    /// Its time to live (Go duration).
+    pub ttl: String,
+    /// Why it is open.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Where it comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<CiMeta>,
+    /// When the object was created (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// When it opened (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<String>,
+    /// When it ends by itself (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// When it ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// What is protected right now.
+    pub protected: ProtectedView,
+    /// What happened to the selection while it was open.
+    pub report: ReportView,
+    /// Conditions written by the controller (`Ready`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionView>,
+}
+
+/// What a window protects.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProtectedView {
+    /// Workloads covered by a PodDisruptionBudget.
+    pub workloads: u32,
+    /// Pods carrying do-not-disrupt annotations.
+    pub pods: u32,
+    /// Nodes carrying do-not-disrupt annotations.
+    pub nodes: u32,
+    /// PodDisruptionBudgets relied on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pdbs: Vec<String>,
+    /// Of `pdbs`, those that existed before the window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reused_pdbs: Vec<String>,
+}
+
+/// Was anything disrupted while the window was open?
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportView {
+    /// True when no selected pod and no node of the selection was disrupted.
+    pub clean: bool,
+    /// Evictions a PodDisruptionBudget refused.
+    pub evictions_blocked: u32,
+    /// Selected pods that went away anyway.
+    pub pods_disrupted: u32,
+    /// Names of those pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disrupted_pods: Vec<String>,
+    /// Rollouts made by the drain watcher.
+    pub rollouts: u32,
+    /// Nodes of the selection that were disrupted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes_disrupted: Vec<String>,
+}
+
+/// A status condition.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionView {
+    /// Condition type, e.g. `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// When the status last changed (RFC 3339).
+    pub last_transition_time: String,
+}
+
+/// Body of `GET /v1/namespaces/{namespace}/windows`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct WindowList {
+    /// The windows, by name.
+    pub items: Vec<WindowView>,
+}
+
+impl WindowView {
+    /// The view of a `TestWindow` object.
+    pub fn from_window(tw: &TestWindow) -> WindowView {
+        let status = tw.status.clone().unwrap_or_default();
+        let ready = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let ts = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+            t.as_ref().map(|t| t.0.to_string())
+        };
+        WindowView {
+            name: tw.name_any(),
+            namespace: tw.namespace().unwrap_or_default(),
+            phase: format!("{:?}", status.phase),
+            ready,
+            closed: tw.spec.closed,
+            selector: SelectorObject::from(&tw.spec.selector),
+            ttl: go_duration(&tw.spec.ttl),
+            reason: tw.spec.reason.clone(),
+            ci: tw.spec.ci.as_ref().map(CiMeta::from),
+            created_at: ts(&tw.metadata.creation_timestamp),
+            opened_at: ts(&status.opened_at),
+            expires_at: ts(&status.expires_at),
+            ended_at: ts(&status.ended_at),
+            protected: ProtectedView {
+                workloads: status.protected.workloads,
+                pods: status.protected.pods,
+                nodes: status.protected.nodes,
+                pdbs: status.protected.pdbs.clone(),
+                reused_pdbs: status.protected.reused_pdbs.clone(),
+            },
+            report: ReportView {
+                clean: status.report.is_clean(),
+                evictions_blocked: status.report.evictions_blocked,
+                pods_disrupted: status.report.pods_disrupted,
+                disrupted_pods: status.report.disrupted_pods.clone(),
+                rollouts: status.report.rollouts,
+                nodes_disrupted: status.report.nodes_disrupted.clone(),
+            },
+            conditions: status
+                .conditions
+                .iter()
+                .map(|c| ConditionView {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    last_transition_time: c.last_transition_time.0.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the window has ended and the controller has released its protection.
+    pub fn is_finished(&self) -> bool {
+        self.phase == "Closed" || self.phase == "Expired"
+    }
+}
+
+/// A duration in Go syntax, as `kubectl` shows it (`30m0s` → `30m`).
+pub fn go_duration(d: &kube::core::Duration) -> String {
+    let std: std::time::Duration = (*d).into();
+    super::ttl::format(std)
+}

@@ -1,0 +1,444 @@
+//! Opening, reading, renewing and closing windows: the API's operations on `TestWindow`
+//! objects, shared by the HTTP handlers and the client's direct (`--kubeconfig`) mode.
+//!
+//! The API server is the only state: an open creates an object, a renew sets
+//! `spec.expiresAt`, a close sets `spec.closed`; the window controller does the rest.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::core::ObjectMeta;
+use kube::{Api, Client};
+use serde_json::json;
+
+use super::problem::ApiError;
+use super::selector;
+use super::ttl::TtlLimits;
+use super::types::{OpenRequest, RenewRequest, WindowList, WindowView};
+use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE};
+use crate::resources::{Protect, TestWindow, TestWindowSpec};
+
+/// Annotation holding the idempotency key a window was opened with.
+pub const IDEMPOTENCY_ANNOTATION: &str = "disruption-guard.io/idempotency-key";
+/// Field manager of the create made by an open.
+pub const OPEN_MANAGER: &str = "disruption-guard";
+/// Field manager of `spec.expiresAt`, written by a renew.
+pub const RENEW_MANAGER: &str = "disruption-guard/renew";
+/// Field manager of `spec.closed`, written by a close.
+pub const CLOSE_MANAGER: &str = "disruption-guard/close";
+/// Longest accepted idempotency key.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// Operations on the windows of any namespace.
+#[derive(Clone)]
+pub struct Windows {
+    client: Client,
+    limits: TtlLimits,
+}
+
+/// The object an open request asks for, checked; pure, so it is unit-tested.
+pub fn build_window(
+    ns: &str,
+    req: &OpenRequest,
+    key: Option<&str>,
+    limits: &TtlLimits,
+) -> Result<TestWindow, ApiError> {
+    let selector = match &req.selector {
+        Some(input) => selector::parse(input).map_err(ApiError::BadRequest)?,
+        None => Default::default(),
+    };
+    let ttl = limits
+        .for_open(req.ttl.as_deref())
+        .map_err(ApiError::Unprocessable)?;
+    let reason = req.reason.clone().unwrap_or_default();
+    if reason.chars().count() > 256 {
+        return Err(ApiError::Unprocessable(
+            "reason: must be at most 256 characters".into(),
+        ));
+    }
+    if let Some(key) = key
+        && (key.is_empty() || key.len() > MAX_KEY_LEN || key.chars().any(char::is_control))
+    {
+        return Err(ApiError::Unprocessable(format!(
+            "idempotencyKey: must be 1 to {MAX_KEY_LEN} printable characters"
+        )));
+    }
+    let name = match (&req.name, key) {
+        (Some(name), _) => {
+            if !selector::is_dns_subdomain(name) || name.len() > 63 {
+                return Err(ApiError::Unprocessable(format!(
+                    "name: {name:?} must be a DNS-1123 label: up to 63 lowercase letters, \
+                     digits, '-' or '.', starting and ending alphanumeric"
+                )));
+            }
+            Some(name.clone())
+        }
+        (None, Some(key)) => Some(name_for_key(key)),
+        (None, None) => None,
+    };
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert(MANAGED_BY_KEY.to_string(), MANAGED_BY_VALUE.to_string());
+    let annotations = key.map(|k| {
+        std::collections::BTreeMap::from([(IDEMPOTENCY_ANNOTATION.to_string(), k.to_string())])
+    });
+    Ok(TestWindow {
+        metadata: ObjectMeta {
+            generate_name: name.is_none().then(|| "tw-".to_string()),
+            name,
+            namespace: Some(ns.to_string()),
+            labels: Some(labels),
+            annotations,
+            ..Default::default()
+        },
+        spec: TestWindowSpec {
+            selector: selector.into(),
+            ttl: ttl.into(),
+            expires_at: None,
+            closed: false,
+            reason,
+            protect: Protect::default(),
+            ci: req.ci.clone().map(Into::into),
+        },
+        status: None,
+    })
+}
+
+/// The window name an idempotency key maps to: stable across retries and replicas.
+pub fn name_for_key(key: &str) -> String {
+    // FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in key.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("tw-{hash:016x}")
+}
+
+/// Whether protection is in effect: `Ready` is True for the current generation.
+pub fn is_ready(tw: &TestWindow) -> bool {
+    let status = tw.status.as_ref();
+    !tw.spec.closed
+        && status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+/// Whether the controller has finished a close: the phase is final for the current spec.
+pub fn is_released(tw: &TestWindow) -> bool {
+    tw.status
+        .as_ref()
+        // A controller that does not report observedGeneration is taken at its phase.
+        .is_some_and(|s| {
+            s.phase.is_final()
+                && (s.observed_generation.is_none()
+                    || s.observed_generation >= tw.metadata.generation)
+        })
+}
+
+impl Windows {
+    /// Operations through `client`, within `limits`.
+    pub fn new(client: Client, limits: TtlLimits) -> Self {
+        Self { client, limits }
+    }
+
+    fn api(&self, ns: &str) -> Api<TestWindow> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// Opens a window; `Ok((view, false))` when the idempotency key matched an existing one.
+    pub async fn open(
+        &self,
+        ns: &str,
+        req: &OpenRequest,
+        key: Option<&str>,
+    ) -> Result<(TestWindow, bool), ApiError> {
+        let tw = build_window(ns, req, key, &self.limits)?;
+        let api = self.api(ns);
+        let pp = PostParams {
+            field_manager: Some(OPEN_MANAGER.into()),
+            ..Default::default()
+        };
+        match api.create(&pp, &tw).await {
+            Ok(created) => Ok((created, true)),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let name = tw.metadata.name.clone().unwrap_or_default();
+                let existing = api
+                    .get(&name)
+                    .await
+                    .map_err(|e| ApiError::from_kube(e, &format!("reading window {name}")))?;
+                let existing_key = existing
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(IDEMPOTENCY_ANNOTATION));
+                match (key, existing_key) {
+                    (Some(k), Some(e)) if k == e => Ok((existing, false)),
+                    _ => Err(ApiError::Conflict(format!(
+                        "name: a window named {name:?} already exists in {ns} (opened with \
+                         another idempotency key or none)"
+                    ))),
+                }
+            }
+            Err(e) => Err(ApiError::from_kube(e, "creating the window")),
+        }
+    }
+
+    /// Reads one window.
+    pub async fn get(&self, ns: &str, name: &str) -> Result<TestWindow, ApiError> {
+        self.api(ns).get(name).await.map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 404 => {
+                ApiError::NotFound(format!("window {name:?} does not exist in namespace {ns}"))
+            }
+            e => ApiError::from_kube(e, &format!("reading window {name}")),
+        })
+    }
+
+    /// Lists the windows of a namespace, by name.
+    pub async fn list(&self, ns: &str) -> Result<WindowList, ApiError> {
+        let list = self
+            .api(ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| ApiError::from_kube(e, "listing windows"))?;
+        let mut items: Vec<WindowView> = list.items.iter().map(WindowView::from_window).collect();
+        items.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(WindowList { items })
+    }
+
+    /// Extends a window to now + ttl (capped by the maximum).
+    pub async fn renew(
+        &self,
+        ns: &str,
+        name: &str,
+        req: &RenewRequest,
+        now: Timestamp,
+    ) -> Result<TestWindow, ApiError> {
+        let until = self
+            .limits
+            .renewed_until(req.ttl.as_deref(), now)
+            .map_err(ApiError::Unprocessable)?;
+        let tw = self.get(ns, name).await?;
+        let phase = tw.status.as_ref().map(|s| s.phase).unwrap_or_default();
+        if tw.spec.closed || phase.is_final() {
+            return Err(ApiError::Conflict(format!(
+                "window {name:?} has ended ({phase:?}); open a new one"
+            )));
+        }
+        let patch = json!({
+            "apiVersion": "disruption-guard.io/v1alpha1",
+            "kind": "TestWindow",
+            "metadata": {"name": name},
+            "spec": {"expiresAt": Time(until)},
+        });
+        self.api(ns)
+            .patch(
+                name,
+                &PatchParams::apply(RENEW_MANAGER).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+            .map_err(|e| ApiError::from_kube(e, &format!("renewing window {name}")))
+    }
+
+    /// Closes a window (sets `spec.closed`); closing a closed window changes nothing.
+    pub async fn close(&self, ns: &str, name: &str) -> Result<TestWindow, ApiError> {
+        let tw = self.get(ns, name).await?;
+        if tw.spec.closed {
+            return Ok(tw);
+        }
+        let patch = json!({
+            "apiVersion": "disruption-guard.io/v1alpha1",
+            "kind": "TestWindow",
+            "metadata": {"name": name},
+            "spec": {"closed": true},
+        });
+        self.api(ns)
+            .patch(
+                name,
+                &PatchParams::apply(CLOSE_MANAGER).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+            .map_err(|e| ApiError::from_kube(e, &format!("closing window {name}")))
+    }
+
+    /// Polls the window until `done` holds; a 504 with its state after `timeout`. A window
+    /// that is gone counts as done when `gone_is_done` (a close: every trace is removed).
+    pub async fn wait(
+        &self,
+        ns: &str,
+        name: &str,
+        timeout: Duration,
+        what: &str,
+        done: fn(&TestWindow) -> bool,
+        mut last: TestWindow,
+    ) -> Result<TestWindow, ApiError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if done(&last) {
+                return Ok(last);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ApiError::Timeout {
+                    detail: format!(
+                        "window {name:?} was not {what} within {}",
+                        super::ttl::format(timeout)
+                    ),
+                    window: Box::new(WindowView::from_window(&last)),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            match self.get(ns, name).await {
+                Ok(tw) => last = tw,
+                Err(ApiError::NotFound(_)) => return Ok(last),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::types::SelectorInput;
+
+    const LIMITS: TtlLimits = TtlLimits {
+        default: Duration::from_secs(1800),
+        max: Duration::from_secs(7200),
+    };
+
+    #[test]
+    fn an_idempotency_key_always_maps_to_the_same_valid_name() {
+        let a = name_for_key("run-123-attempt-1");
+        assert_eq!(a, name_for_key("run-123-attempt-1"));
+        assert_ne!(a, name_for_key("run-123-attempt-2"));
+        assert!(selector::is_dns_subdomain(&a) && a.len() <= 63, "{a}");
+    }
+
+    #[test]
+    fn an_open_builds_a_labelled_window_with_the_default_ttl() {
+        let req = OpenRequest {
+            selector: Some(SelectorInput::Text("app=web".into())),
+            reason: Some("e2e".into()),
+            ..Default::default()
+        };
+        let tw = build_window("shop", &req, Some("k1"), &LIMITS).unwrap();
+        assert_eq!(
+            tw.metadata.name.as_deref(),
+            Some(name_for_key("k1").as_str())
+        );
+        assert_eq!(
+            tw.metadata.annotations.unwrap()[IDEMPOTENCY_ANNOTATION],
+            "k1"
+        );
+        assert_eq!(
+            tw.metadata.labels.unwrap()[MANAGED_BY_KEY],
+            MANAGED_BY_VALUE
+        );
+        assert_eq!(tw.spec.ttl, Duration::from_secs(1800));
+        assert_eq!(tw.spec.selector.match_labels.unwrap()["app"], "web");
+    }
+
+    fn with_status(
+        closed: bool,
+        phase: crate::resources::Phase,
+        ready: bool,
+        observed: Option<i64>,
+    ) -> TestWindow {
+        let mut tw = build_window("shop", &OpenRequest::default(), None, &LIMITS).unwrap();
+        tw.metadata.generation = Some(2);
+        tw.spec.closed = closed;
+        let condition: k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition =
+            serde_json::from_value(serde_json::json!({
+                "type": "Ready", "status": if ready { "True" } else { "False" },
+                "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
+            }))
+            .unwrap();
+        tw.status = Some(crate::resources::TestWindowStatus {
+            phase,
+            conditions: vec![condition],
+            observed_generation: observed,
+            ..Default::default()
+        });
+        tw
+    }
+
+    #[test]
+    fn a_window_is_ready_only_while_open_with_ready_true() {
+        use crate::resources::Phase::*;
+        assert!(is_ready(&with_status(false, Active, true, Some(2))));
+        assert!(!is_ready(&with_status(false, Active, false, Some(2))));
+        assert!(!is_ready(&with_status(true, Active, true, Some(2))));
+    }
+
+    #[test]
+    fn a_close_is_released_once_the_phase_is_final_for_the_current_generation() {
+        use crate::resources::Phase::*;
+        assert!(is_released(&with_status(true, Closed, false, Some(2))));
+        assert!(!is_released(&with_status(true, Closed, false, Some(1))));
+        assert!(!is_released(&with_status(true, Active, false, Some(2))));
+        assert!(is_released(&with_status(true, Expired, false, None)));
+    }
+
+    #[test]
+    fn an_open_without_name_or_key_gets_a_generated_name() {
+        let tw = build_window("shop", &OpenRequest::default(), None, &LIMITS).unwrap();
+        assert!(tw.metadata.name.is_none());
+        assert_eq!(tw.metadata.generate_name.as_deref(), Some("tw-"));
+    }
+
+    #[test]
+    fn invalid_fields_are_refused_with_the_field_named() {
+        let cases = [
+            (
+                OpenRequest {
+                    ttl: Some("3h".into()),
+                    ..Default::default()
+                },
+                422,
+                "ttl",
+            ),
+            (
+                OpenRequest {
+                    ttl: Some("x".into()),
+                    ..Default::default()
+                },
+                422,
+                "ttl",
+            ),
+            (
+                OpenRequest {
+                    name: Some("Bad_Name".into()),
+                    ..Default::default()
+                },
+                422,
+                "name",
+            ),
+            (
+                OpenRequest {
+                    reason: Some("r".repeat(300)),
+                    ..Default::default()
+                },
+                422,
+                "reason",
+            ),
+            (
+                OpenRequest {
+                    selector: Some(SelectorInput::Text("a in b".into())),
+                    ..Default::default()
+                },
+                400,
+                "selector",
+            ),
+        ];
+        for (req, status, field) in cases {
+            let err = build_window("shop", &req, None, &LIMITS).unwrap_err();
+            assert_eq!(err.status().as_u16(), status, "{req:?}");
+            assert!(err.to_string().contains(field), "{err}");
+        }
+    }
+}

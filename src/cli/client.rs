@@ -1,0 +1,350 @@
+//! Arguments of the CI client commands (`open`, `get`, `list`, `renew`, `close`, `run`) and
+//! their dispatch to [`crate::client`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::api::ttl::{self, TtlLimits};
+use crate::api::types::{CiMeta, OpenRequest, SelectorInput};
+use crate::api::windows::Windows;
+use crate::client::output::{self, Format};
+use crate::client::run::{RunPlan, github_output};
+use crate::client::{Backend, ClientError, HttpBackend, wait};
+
+fn duration(text: &str) -> Result<Duration, String> {
+    ttl::parse(text)
+}
+
+/// How the client reaches the windows.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// Base URL of the disruption-guard API.
+    #[arg(long, env = "DISRUPTION_GUARD_SERVER", global = true)]
+    pub server: Option<String>,
+    /// Bearer token for the API.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    pub token: Option<String>,
+    /// File holding the bearer token (e.g. a projected ServiceAccount token).
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_TOKEN_FILE",
+        global = true,
+        conflicts_with = "token"
+    )]
+    pub token_file: Option<PathBuf>,
+    /// Talk to the cluster's TestWindow objects directly with this kubeconfig instead of the API.
+    #[arg(long, global = true, conflicts_with = "server")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the window.
+    #[arg(
+        short,
+        long,
+        env = "DISRUPTION_GUARD_NAMESPACE",
+        default_value = "default",
+        global = true
+    )]
+    pub namespace: String,
+    /// Output format on stdout.
+    #[arg(short, long, value_enum, default_value_t = Format::Table, global = true)]
+    pub output: Format,
+}
+
+/// What a new window protects and why.
+#[derive(Debug, Clone, Args)]
+pub struct OpenArgs {
+    /// Label selector of the pods to protect (`app=web,tier in (a,b)`); all pods when absent.
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Time to live (Go duration); the server's default when absent.
+    #[arg(long)]
+    pub ttl: Option<String>,
+    /// Why the window is open.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Name of the window; generated when absent.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// A retried open with the same key returns the same window.
+    #[arg(long, env = "DISRUPTION_GUARD_IDEMPOTENCY_KEY")]
+    pub idempotency_key: Option<String>,
+    /// Do not wait until protection is in effect.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long to wait for protection to be in effect.
+    #[arg(long, default_value = "2m", value_parser = duration)]
+    pub wait_timeout: Duration,
+}
+
+/// `renew NAME`.
+#[derive(Debug, Clone, Args)]
+pub struct RenewArgs {
+    /// The window.
+    pub name: String,
+    /// Time left from now (Go duration); the server's default when absent.
+    #[arg(long)]
+    pub ttl: Option<String>,
+}
+
+/// `close NAME`.
+#[derive(Debug, Clone, Args)]
+pub struct CloseArgs {
+    /// The window.
+    pub name: String,
+    /// Do not wait until every trace of the window is removed.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long to wait for the release.
+    #[arg(long, default_value = "1m", value_parser = duration)]
+    pub wait_timeout: Duration,
+}
+
+/// `get NAME`.
+#[derive(Debug, Clone, Args)]
+pub struct GetArgs {
+    /// The window.
+    pub name: String,
+}
+
+/// `run [OPTIONS] -- CMD ARGS…`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub open: OpenArgs,
+    /// How often to renew while the command runs; a third of the ttl when absent.
+    #[arg(long, value_parser = duration)]
+    pub heartbeat: Option<Duration>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+/// CI metadata from the environment of GitHub Actions or GitLab CI.
+pub fn ci_from_env(env: impl Fn(&str) -> Option<String>) -> Option<CiMeta> {
+    if env("GITHUB_ACTIONS").as_deref() == Some("true") {
+        let repository = env("GITHUB_REPOSITORY");
+        let run_id = env("GITHUB_RUN_ID");
+        let url = match (env("GITHUB_SERVER_URL"), &repository, &run_id) {
+            (Some(server), Some(repo), Some(id)) => {
+                Some(format!("{server}/{repo}/actions/runs/{id}"))
+            }
+            _ => None,
+        };
+        return Some(CiMeta {
+            provider: Some("github".into()),
+            repository,
+            run_id,
+            url,
+        });
+    }
+    if env("GITLAB_CI").as_deref() == Some("true") {
+        return Some(CiMeta {
+            provider: Some("gitlab".into()),
+            repository: env("CI_PROJECT_PATH"),
+            run_id: env("CI_PIPELINE_ID"),
+            url: env("CI_PIPELINE_URL"),
+        });
+    }
+    None
+}
+
+impl OpenArgs {
+    fn request(&self) -> OpenRequest {
+        OpenRequest {
+            selector: self.selector.clone().map(SelectorInput::Text),
+            ttl: self.ttl.clone(),
+            reason: self.reason.clone(),
+            ci: ci_from_env(|k| std::env::var(k).ok()),
+            name: self.name.clone(),
+            idempotency_key: None,
+        }
+    }
+}
+
+impl Connection {
+    async fn backend(&self) -> Result<Backend, ClientError> {
+        if let Some(path) = &self.kubeconfig {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| ClientError::Config(format!("reading {}: {e}", path.display())))?;
+            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(|e| ClientError::Config(format!("loading {}: {e}", path.display())))?;
+            let client = kube::Client::try_from(config)
+                .map_err(|e| ClientError::Config(format!("building a Kubernetes client: {e}")))?;
+            // Direct mode applies the operator's default limits.
+            let limits = TtlLimits {
+                default: Duration::from_secs(30 * 60),
+                max: Duration::from_secs(6 * 3600),
+            };
+            return Ok(Backend::Kube(Windows::new(client, limits)));
+        }
+        let server = self.server.as_deref().ok_or_else(|| {
+            ClientError::Config(
+                "no server: pass --server URL (or DISRUPTION_GUARD_SERVER), or --kubeconfig".into(),
+            )
+        })?;
+        let token = match (&self.token, &self.token_file) {
+            (Some(t), _) => Some(t.trim().to_string()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| ClientError::Config(format!("reading {}: {e}", path.display())))?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, None) => None,
+        };
+        Ok(Backend::Http(HttpBackend::new(server, token)?))
+    }
+}
+
+/// A client command.
+#[derive(Debug, Clone)]
+pub enum ClientCommand {
+    /// Open a window.
+    Open(OpenArgs),
+    /// Read one window.
+    Get(GetArgs),
+    /// List windows.
+    List,
+    /// Renew a window.
+    Renew(RenewArgs),
+    /// Close a window.
+    Close(CloseArgs),
+    /// Run a command inside a window.
+    Run(RunArgs),
+}
+
+/// Runs a client command; failures are printed on stderr and become the exit code.
+pub async fn run(conn: Connection, cmd: ClientCommand) -> ExitCode {
+    match dispatch(&conn, cmd).await {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err}");
+            if let ClientError::Api { problem } = &err
+                && let Some(window) = &problem.window
+            {
+                eprint!("{}", output::window(window, Format::Table, false));
+            }
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, ClientError> {
+    let backend = conn.backend().await?;
+    let ns = conn.namespace.as_str();
+    let fmt = conn.output;
+    match cmd {
+        ClientCommand::Open(args) => {
+            let view = backend
+                .open(ns, &args.request(), args.idempotency_key.as_deref())
+                .await?;
+            eprintln!("opened window {ns}/{}", view.name);
+            github_output(&view.name);
+            let view = if args.no_wait {
+                view
+            } else {
+                wait::until(
+                    &backend,
+                    ns,
+                    &view.name,
+                    "Ready",
+                    args.wait_timeout,
+                    wait::ready,
+                )
+                .await?
+            };
+            print!("{}", output::window(&view, fmt, false));
+        }
+        ClientCommand::Get(args) => {
+            print!(
+                "{}",
+                output::window(&backend.get(ns, &args.name).await?, fmt, false)
+            );
+        }
+        ClientCommand::List => {
+            print!("{}", output::windows(&backend.list(ns).await?.items, fmt));
+        }
+        ClientCommand::Renew(args) => {
+            let view = backend.renew(ns, &args.name, args.ttl).await?;
+            eprintln!(
+                "renewed window {ns}/{} until {}",
+                view.name,
+                view.expires_at.as_deref().unwrap_or("(pending)")
+            );
+            print!("{}", output::window(&view, fmt, false));
+        }
+        ClientCommand::Close(args) => {
+            let mut view = backend.close(ns, &args.name).await?;
+            if !args.no_wait {
+                view = wait::until(
+                    &backend,
+                    ns,
+                    &args.name,
+                    "released",
+                    args.wait_timeout,
+                    wait::released,
+                )
+                .await?;
+            }
+            eprintln!("closed window {ns}/{}", view.name);
+            print!("{}", output::window(&view, fmt, true));
+        }
+        ClientCommand::Run(args) => {
+            let ttl_secs = args
+                .open
+                .ttl
+                .as_deref()
+                .and_then(|t| ttl::parse(t).ok())
+                .unwrap_or(Duration::from_secs(30 * 60));
+            let heartbeat = args
+                .heartbeat
+                .unwrap_or(ttl_secs / 3)
+                .clamp(Duration::from_secs(1), Duration::from_secs(300));
+            let plan = RunPlan {
+                namespace: ns.to_string(),
+                open: args.open.request(),
+                key: args.open.idempotency_key.clone(),
+                ready_timeout: args.open.wait_timeout,
+                close_timeout: Duration::from_secs(60),
+                heartbeat,
+                renew_ttl: args.open.ttl.clone(),
+                command: args.command,
+                format: fmt,
+                wait_ready: !args.open.no_wait,
+            };
+            return crate::client::run::run(&backend, plan).await;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn github_actions_metadata_is_read_from_its_environment() {
+        let env = |k: &str| match k {
+            "GITHUB_ACTIONS" => Some("true".to_string()),
+            "GITHUB_REPOSITORY" => Some("org/shop".to_string()),
+            "GITHUB_RUN_ID" => Some("42".to_string()),
+            "GITHUB_SERVER_URL" => Some("https://github.com".to_string()),
+            _ => None,
+        };
+        let ci = ci_from_env(env).unwrap();
+        assert_eq!(ci.provider.as_deref(), Some("github"));
+        assert_eq!(
+            ci.url.as_deref(),
+            Some("https://github.com/org/shop/actions/runs/42")
+        );
+        assert!(ci_from_env(|_| None).is_none());
+    }
+}

@@ -1,0 +1,223 @@
+//! The CI client: talks to the operator's HTTP API (`--server`, bearer token) or, with
+//! `--kubeconfig`, straight to the cluster's `TestWindow` objects. Both speak the same
+//! operations and return the same [`WindowView`].
+
+pub mod output;
+pub mod run;
+pub mod wait;
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::api::problem::{ApiError, Problem};
+use crate::api::types::{OpenRequest, RenewRequest, WindowList, WindowView};
+use crate::api::windows::Windows;
+
+/// Exit codes of the client (sysexits), documented in docs/api.md.
+pub mod exit {
+    /// A request was refused as invalid (400, 409, 413, 415, 422).
+    pub const INVALID: u8 = 65;
+    /// No such window (404).
+    pub const NOT_FOUND: u8 = 66;
+    /// The server or the cluster is unreachable or failing (5xx, connection errors).
+    pub const UNAVAILABLE: u8 = 69;
+    /// Timed out waiting, or rate limited: try again (429, 504).
+    pub const TEMPFAIL: u8 = 75;
+    /// Missing or refused credentials (401, 403).
+    pub const NOPERM: u8 = 77;
+    /// Bad usage or configuration of the client itself.
+    pub const CONFIG: u8 = 78;
+}
+
+/// A failed client operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with a problem document.
+    #[error("{} {}: {}", .problem.status, .problem.title, .problem.detail)]
+    Api {
+        /// The problem it sent.
+        problem: Box<Problem>,
+    },
+    /// The server could not be reached or sent something that is not the API.
+    #[error("{0}")]
+    Transport(String),
+    /// The client is misconfigured.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl ClientError {
+    /// The exit code that tells CI what kind of failure this was.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ClientError::Api { problem } => match problem.status {
+                401 | 403 => exit::NOPERM,
+                404 => exit::NOT_FOUND,
+                429 | 504 => exit::TEMPFAIL,
+                400..=499 => exit::INVALID,
+                _ => exit::UNAVAILABLE,
+            },
+            ClientError::Transport(_) => exit::UNAVAILABLE,
+            ClientError::Config(_) => exit::CONFIG,
+        }
+    }
+}
+
+impl From<ApiError> for ClientError {
+    fn from(err: ApiError) -> Self {
+        ClientError::Api {
+            problem: Box::new(err.to_problem(None)),
+        }
+    }
+}
+
+/// Where the windows are.
+#[derive(Clone)]
+pub enum Backend {
+    /// The operator's HTTP API.
+    Http(HttpBackend),
+    /// The cluster directly.
+    Kube(Windows),
+}
+
+/// The HTTP API at a base URL, with an optional bearer token.
+#[derive(Clone)]
+pub struct HttpBackend {
+    client: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl HttpBackend {
+    /// A client for `base` (e.g. `https://guard.example.com`).
+    pub fn new(base: &str, token: Option<String>) -> Result<Self, ClientError> {
+        // The rustls provider must be chosen once per process before an HTTPS client exists.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(660))
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("disruption-guard/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Config(format!("building the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            base: base.trim_end_matches('/').to_string(),
+            token,
+        })
+    }
+
+    fn url(&self, ns: &str, rest: &str) -> String {
+        format!("{}/v1/namespaces/{ns}/windows{rest}", self.base)
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let req = match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        };
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| ClientError::Transport(format!("{}: {e}", self.base)))?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| ClientError::Transport(format!("reading the answer: {e}")))?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                ClientError::Transport(format!("the server's answer is not a window: {e}"))
+            });
+        }
+        match serde_json::from_slice::<Problem>(&bytes) {
+            Ok(problem) => Err(ClientError::Api {
+                problem: Box::new(problem),
+            }),
+            Err(_) => Err(ClientError::Api {
+                problem: Box::new(Problem {
+                    type_: "about:blank".into(),
+                    title: status.canonical_reason().unwrap_or("Error").into(),
+                    status: status.as_u16(),
+                    detail: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
+                    instance: None,
+                    window: None,
+                }),
+            }),
+        }
+    }
+}
+
+impl Backend {
+    /// Opens a window (does not wait for Ready).
+    pub async fn open(
+        &self,
+        ns: &str,
+        req: &OpenRequest,
+        key: Option<&str>,
+    ) -> Result<WindowView, ClientError> {
+        match self {
+            Backend::Http(h) => {
+                let mut r = h.client.post(h.url(ns, "")).json(req);
+                if let Some(k) = key {
+                    r = r.header("Idempotency-Key", k);
+                }
+                h.send(r).await
+            }
+            Backend::Kube(w) => Ok(WindowView::from_window(&w.open(ns, req, key).await?.0)),
+        }
+    }
+
+    /// Reads a window.
+    pub async fn get(&self, ns: &str, name: &str) -> Result<WindowView, ClientError> {
+        match self {
+            Backend::Http(h) => h.send(h.client.get(h.url(ns, &format!("/{name}")))).await,
+            Backend::Kube(w) => Ok(WindowView::from_window(&w.get(ns, name).await?)),
+        }
+    }
+
+    /// Lists windows.
+    pub async fn list(&self, ns: &str) -> Result<WindowList, ClientError> {
+        match self {
+            Backend::Http(h) => h.send(h.client.get(h.url(ns, ""))).await,
+            Backend::Kube(w) => Ok(w.list(ns).await?),
+        }
+    }
+
+    /// Renews a window for `ttl` from now.
+    pub async fn renew(
+        &self,
+        ns: &str,
+        name: &str,
+        ttl: Option<String>,
+    ) -> Result<WindowView, ClientError> {
+        let req = RenewRequest { ttl };
+        match self {
+            Backend::Http(h) => {
+                h.send(
+                    h.client
+                        .post(h.url(ns, &format!("/{name}/renew")))
+                        .json(&req),
+                )
+                .await
+            }
+            Backend::Kube(w) => Ok(WindowView::from_window(
+                &w.renew(ns, name, &req, jiff::Timestamp::now()).await?,
+            )),
+        }
+    }
+
+    /// Closes a window (does not wait for the release).
+    pub async fn close(&self, ns: &str, name: &str) -> Result<WindowView, ClientError> {
+        match self {
+            Backend::Http(h) => {
+                h.send(h.client.delete(h.url(ns, &format!("/{name}"))))
+                    .await
+            }
+            Backend::Kube(w) => Ok(WindowView::from_window(&w.close(ns, name).await?)),
+        }
+    }
+}

@@ -1,0 +1,564 @@
+//! The HTTP API against the real cluster, through the real operator binary: bad input answers
+//! problem+json 4xx, opens are idempotent, ServiceAccount tokens go through TokenReview and
+//! RBAC, static tokens are scoped to namespaces, the OpenAPI document is current.
+//!
+//! Tests whose name says "once the controller" need the window controller to set `Ready`;
+//! everything else needs only the API.
+
+mod support;
+
+use std::time::Duration;
+
+use disruption_guard::resources::TestWindow;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::operator::Operator;
+use support::with_namespace;
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(90))
+        .build()
+        .unwrap()
+}
+
+fn windows_url(op: &Operator, ns: &str) -> String {
+    format!("{}/v1/namespaces/{ns}/windows", op.api)
+}
+
+async fn windows_in(client: &Client, ns: &str) -> Vec<TestWindow> {
+    Api::<TestWindow>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+}
+
+/// Asserts a problem+json answer with `status` whose detail contains `detail`.
+async fn assert_problem(resp: reqwest::Response, status: u16, detail: &str, case: &str) {
+    assert_eq!(resp.status().as_u16(), status, "{case}: status");
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    assert!(
+        content_type.starts_with("application/problem+json"),
+        "{case}: content-type {content_type:?}"
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["status"], status, "{case}: {body}");
+    assert!(body["title"].is_string(), "{case}: {body}");
+    let text = body["detail"].as_str().unwrap_or_default();
+    assert!(
+        text.to_lowercase().contains(&detail.to_lowercase()),
+        "{case}: detail {text:?} does not mention {detail:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_malformed_request_answers_its_4xx_as_problem_json() {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &["--max-body-bytes=2048", "--max-ttl=2h"]).await;
+        let http = http();
+        let url = windows_url(&op, &ns);
+        // A window that exists, for the conflict case.
+        let taken = http
+            .post(&url)
+            .json(&json!({"name": "taken"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(taken.status(), StatusCode::CREATED);
+
+        struct Case {
+            what: &'static str,
+            method: &'static str,
+            path: String,
+            content_type: Option<&'static str>,
+            body: String,
+            status: u16,
+            detail: &'static str,
+        }
+        let post = |what, body: &str, status, detail| Case {
+            what,
+            method: "POST",
+            path: format!("/v1/namespaces/{ns}/windows"),
+            content_type: Some("application/json"),
+            body: body.to_string(),
+            status,
+            detail,
+        };
+        let cases = vec![
+            post("malformed JSON", "{\"ttl\": ", 400, "body"),
+            post("JSON that is not an object", "[1,2]", 400, "body"),
+            post("an unknown field", r#"{"tll": "5m"}"#, 400, "tll"),
+            post("a wrongly typed field", r#"{"ttl": 5}"#, 400, "body"),
+            post("a malformed selector string", r#"{"selector": "app in web"}"#, 400, "selector"),
+            post("an invalid label key", r#"{"selector": "-x=y"}"#, 400, "label key"),
+            post(
+                "an unknown selector operator",
+                r#"{"selector": {"matchExpressions": [{"key": "a", "operator": "Like", "values": ["b"]}]}}"#,
+                400,
+                "operator",
+            ),
+            post("a ttl that is not a duration", r#"{"ttl": "soon"}"#, 422, "ttl"),
+            post("a zero ttl", r#"{"ttl": "0s"}"#, 422, "ttl"),
+            post("a negative ttl", r#"{"ttl": "-5m"}"#, 422, "ttl"),
+            post("a ttl over the maximum", r#"{"ttl": "3h"}"#, 422, "maximum"),
+            post("an invalid name", r#"{"name": "Not_A_Name"}"#, 422, "name"),
+            post("a reason that is too long", &format!(r#"{{"reason": "{}"}}"#, "r".repeat(300)), 422, "reason"),
+            post("a name that is taken", r#"{"name": "taken"}"#, 409, "already exists"),
+            post("a body over the limit", &format!(r#"{{"reason": "{}"}}"#, "x".repeat(4096)), 413, "body"),
+            Case {
+                content_type: Some("text/plain"),
+                ..post("a body that is not JSON", r#"{"ttl": "5m"}"#, 415, "content-type")
+            },
+            Case {
+                content_type: None,
+                ..post("a body without content type", r#"{"ttl": "5m"}"#, 415, "content-type")
+            },
+            Case {
+                path: format!("/v1/namespaces/{ns}/windows?wait=maybe"),
+                ..post("a wait that is not a boolean", "{}", 400, "wait")
+            },
+            Case {
+                path: format!("/v1/namespaces/{ns}/windows?wait=true&timeout=1y"),
+                ..post("a wait timeout that is not a duration", "{}", 400, "timeout")
+            },
+            Case {
+                path: "/v1/namespaces/not-served-here/windows".into(),
+                ..post("a namespace outside --namespaces", "{}", 403, "--namespaces")
+            },
+            Case {
+                method: "GET",
+                path: format!("/v1/namespaces/{ns}/windows/nope"),
+                ..post("a window that does not exist", "", 404, "nope")
+            },
+            Case {
+                method: "GET",
+                path: format!("/v1/namespaces/{ns}/windows/%09l%C2%9B"),
+                ..post("a window name no object can have", "", 404, "not a valid object name")
+            },
+            Case {
+                method: "DELETE",
+                path: format!("/v1/namespaces/{ns}/windows/nope"),
+                ..post("closing a window that does not exist", "", 404, "nope")
+            },
+            Case {
+                path: format!("/v1/namespaces/{ns}/windows/nope/renew"),
+                ..post("renewing a window that does not exist", "{}", 404, "nope")
+            },
+            Case {
+                path: format!("/v1/namespaces/{ns}/windows/taken/renew"),
+                ..post("a renew ttl that is not a duration", r#"{"ttl": "x"}"#, 422, "ttl")
+            },
+            Case {
+                method: "GET",
+                path: "/v2/anything".into(),
+                ..post("an unknown route", "", 404, "no route")
+            },
+            Case {
+                method: "PUT",
+                path: format!("/v1/namespaces/{ns}/windows"),
+                ..post("a method the route does not have", "{}", 405, "method")
+            },
+        ];
+        for case in cases {
+            let method = reqwest::Method::from_bytes(case.method.as_bytes()).unwrap();
+            let mut req = http
+                .request(method, format!("{}{}", op.api, case.path))
+                .body(case.body.clone());
+            if let Some(ct) = case.content_type {
+                req = req.header("content-type", ct);
+            }
+            let resp = req.send().await.unwrap();
+            assert_problem(resp, case.status, case.detail, case.what).await;
+        }
+        // Nothing of the above created a window beside the one that took the name.
+        assert_eq!(windows_in(&client, &ns).await.len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_over_its_rate_limit_gets_429_with_retry_after() {
+    with_namespace(|_client, ns| async move {
+        let op = Operator::start(&ns, &["--rate-limit=1", "--rate-burst=3"]).await;
+        let http = http();
+        let mut statuses = vec![];
+        let mut limited = None;
+        for _ in 0..6 {
+            let resp = http.get(windows_url(&op, &ns)).send().await.unwrap();
+            statuses.push(resp.status().as_u16());
+            if resp.status() == StatusCode::TOO_MANY_REQUESTS && limited.is_none() {
+                assert!(resp.headers().contains_key("retry-after"));
+                limited = Some(resp);
+            }
+        }
+        assert_eq!(&statuses[..3], [200, 200, 200], "{statuses:?}");
+        let resp = limited.unwrap_or_else(|| panic!("never rate limited: {statuses:?}"));
+        assert_problem(resp, 429, "rate limit", "over the limit").await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_open_creates_a_testwindow_that_renew_extends_and_close_marks_closed() {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let http = http();
+        let url = windows_url(&op, &ns);
+        let resp = http
+            .post(&url)
+            .header("x-request-id", "req-abc-123")
+            .json(&json!({
+                "selector": "app=web,tier in (backend)",
+                "ttl": "20m",
+                "reason": "e2e for PR 42",
+                "ci": {"provider": "github", "repository": "org/shop", "runId": "7"}
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        assert_eq!(resp.headers()["x-request-id"], "req-abc-123");
+        let location = resp.headers()["location"].to_str().unwrap().to_string();
+        let view: Value = resp.json().await.unwrap();
+        let name = view["name"].as_str().unwrap().to_string();
+        assert_eq!(location, format!("/v1/namespaces/{ns}/windows/{name}"));
+        assert_eq!(view["ttl"], "20m");
+
+        let tw = Api::<TestWindow>::namespaced(client.clone(), &ns)
+            .get(&name)
+            .await
+            .unwrap();
+        assert_eq!(tw.spec.selector.match_labels.as_ref().unwrap()["app"], "web");
+        let expr = &tw.spec.selector.match_expressions.as_ref().unwrap()[0];
+        assert_eq!((expr.key.as_str(), expr.operator.as_str()), ("tier", "In"));
+        assert_eq!(tw.spec.ttl, Duration::from_secs(20 * 60));
+        assert_eq!(tw.spec.reason, "e2e for PR 42");
+        assert_eq!(tw.spec.ci.as_ref().unwrap().run_id.as_deref(), Some("7"));
+        assert!(!tw.spec.closed);
+
+        let got: Value = http.get(format!("{url}/{name}")).send().await.unwrap().json().await.unwrap();
+        assert_eq!(got["name"], name.as_str());
+        let list: Value = http.get(&url).send().await.unwrap().json().await.unwrap();
+        assert_eq!(list["items"].as_array().unwrap().len(), 1);
+
+        let before = jiff::Timestamp::now();
+        let renewed = http
+            .post(format!("{url}/{name}/renew"))
+            .json(&json!({"ttl": "10m"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(renewed.status(), StatusCode::OK);
+        let tw = Api::<TestWindow>::namespaced(client.clone(), &ns)
+            .get(&name)
+            .await
+            .unwrap();
+        let until = tw.spec.expires_at.expect("renew sets spec.expiresAt").0;
+        let ahead = until.duration_since(before).as_secs();
+        assert!((590..=610).contains(&ahead), "expiresAt is {ahead}s ahead");
+        assert_eq!(tw.spec.ttl, Duration::from_secs(20 * 60), "renew keeps the ttl");
+
+        let closed = http.delete(format!("{url}/{name}")).send().await.unwrap();
+        assert_eq!(closed.status(), StatusCode::OK);
+        let closed: Value = closed.json().await.unwrap();
+        assert_eq!(closed["closed"], true);
+        assert!(closed["report"].is_object());
+        let tw = Api::<TestWindow>::namespaced(client.clone(), &ns)
+            .get(&name)
+            .await
+            .unwrap();
+        assert!(tw.spec.closed);
+        assert!(tw.spec.expires_at.is_some(), "close keeps the renewal");
+
+        let again = http.delete(format!("{url}/{name}")).send().await.unwrap();
+        assert_eq!(again.status(), StatusCode::OK, "closing a closed window is fine");
+        let late = http
+            .post(format!("{url}/{name}/renew"))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_problem(late, 409, "ended", "renewing a closed window").await;
+
+        let metrics = op.metrics().await;
+        assert!(
+            metrics.contains(
+                r#"disruption_guard_api_requests_total{method="POST",route="/v1/namespaces/{namespace}/windows",code="201"} 1"#
+            ),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains(r#"disruption_guard_api_request_duration_seconds_count{method="DELETE",route="/v1/namespaces/{namespace}/windows/{name}",code="200"} 2"#),
+            "{metrics}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_retried_open_with_one_idempotency_key_yields_one_window_even_when_concurrent() {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let http = http();
+        let url = windows_url(&op, &ns);
+        let open = |key: &'static str| {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                let resp = http
+                    .post(&url)
+                    .header("Idempotency-Key", key)
+                    .json(&json!({"selector": "app=web", "reason": "retry"}))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = resp.status().as_u16();
+                let body: Value = resp.json().await.unwrap();
+                (
+                    status,
+                    body["name"].as_str().unwrap_or_default().to_string(),
+                )
+            }
+        };
+        let (first, name) = open("ci-run-1").await;
+        assert_eq!(first, 201);
+        let (again, same) = open("ci-run-1").await;
+        assert_eq!((again, same.as_str()), (200, name.as_str()));
+
+        let answers = futures::future::join_all((0..20).map(|_| open("ci-run-2"))).await;
+        let created = answers.iter().filter(|(s, _)| *s == 201).count();
+        assert!(
+            answers.iter().all(|(s, _)| *s == 201 || *s == 200),
+            "{answers:?}"
+        );
+        assert!(created <= 1, "{answers:?}");
+        let names: std::collections::BTreeSet<_> = answers.iter().map(|(_, n)| n.clone()).collect();
+        assert_eq!(names.len(), 1, "{answers:?}");
+
+        // The body field works like the header.
+        let resp = http
+            .post(&url)
+            .json(&json!({"idempotencyKey": "ci-run-1"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["name"], name.as_str());
+
+        assert_eq!(windows_in(&client, &ns).await.len(), 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_openapi_document_served_and_printed_equals_docs_openapi_json() {
+    with_namespace(|_client, ns| async move {
+        let committed =
+            std::fs::read_to_string(support::repo_root().join("docs/openapi.json")).unwrap();
+        let printed = std::process::Command::new(support::operator::binary())
+            .arg("openapi")
+            .output()
+            .unwrap();
+        assert!(printed.status.success());
+        assert_eq!(
+            String::from_utf8(printed.stdout).unwrap(),
+            committed,
+            "docs/openapi.json is stale: run `disruption-guard openapi > docs/openapi.json`"
+        );
+        let op = Operator::start(&ns, &[]).await;
+        let served = http()
+            .get(format!("{}/v1/openapi.json", op.api))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(served, committed);
+        let doc: Value = serde_json::from_str(&served).unwrap();
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+        assert!(
+            doc["paths"]["/v1/namespaces/{namespace}/windows/{name}/renew"]["post"].is_object()
+        );
+    })
+    .await;
+}
+
+/// A ServiceAccount in `ns` allowed to manage testwindows there, and a token for it.
+async fn service_account_with_rbac(client: &Client, ns: &str, sa: &str) {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": sa}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "windows"},
+        "rules": [{
+            "apiGroups": ["disruption-guard.io"],
+            "resources": ["testwindows"],
+            "verbs": ["create", "get", "list", "patch", "delete"]
+        }]
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "windows"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "windows"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+fn create_token(ns: &str, sa: &str, audience: &str) -> String {
+    let out = support::kubectl()
+        .args([
+            "create",
+            "token",
+            sa,
+            "-n",
+            ns,
+            "--audience",
+            audience,
+            "--duration=10m",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[tokio::test]
+async fn service_account_and_static_tokens_are_authenticated_and_scoped_to_their_namespaces() {
+    with_namespace(|client, ns| async move {
+        let other = format!("{ns}-other");
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": other, "labels": {"disruption-guard.io/test": "true"}}}))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        service_account_with_rbac(&client, &ns, "ci").await;
+        let tokens_file = std::env::temp_dir().join(format!("{ns}-tokens.yaml"));
+        std::fs::write(
+            &tokens_file,
+            format!("tokens:\n  - name: outside-ci\n    token: static-token-0123456789\n    namespaces: [{ns}]\n"),
+        )
+        .unwrap();
+        let op = Operator::start_with(
+            &ns,
+            vec![
+                format!("--namespaces={ns},{other}"),
+                format!("--static-tokens-file={}", tokens_file.display()),
+            ],
+        )
+        .await;
+        let http = http();
+        let good = create_token(&ns, "ci", "disruption-guard");
+        let wrong_audience = create_token(&ns, "ci", "something-else");
+
+        let open = |ns: String, token: Option<String>| {
+            let (http, url) = (http.clone(), windows_url(&op, &ns));
+            async move {
+                let mut req = http.post(url).json(&json!({"selector": "app=web"}));
+                if let Some(t) = token {
+                    req = req.bearer_auth(t);
+                }
+                req.send().await.unwrap()
+            }
+        };
+        let resp = open(ns.clone(), Some(good.clone())).await;
+        assert_eq!(resp.status(), StatusCode::CREATED, "{}", resp.text().await.unwrap());
+        assert_problem(open(other.clone(), Some(good.clone())).await, 403, "may not create", "SA token in another namespace").await;
+        let no_token = open(ns.clone(), None).await;
+        assert!(no_token.headers().contains_key("www-authenticate"));
+        assert_problem(no_token, 401, "bearer token", "no token").await;
+        assert_problem(open(ns.clone(), Some(wrong_audience)).await, 401, "audience", "token of another audience").await;
+        assert_problem(open(ns.clone(), Some("garbage".into())).await, 401, "not valid", "garbage token").await;
+
+        // Reads are authorized too; the positive answer is cached and still right.
+        for _ in 0..2 {
+            let list = http.get(windows_url(&op, &ns)).bearer_auth(&good).send().await.unwrap();
+            assert_eq!(list.status(), StatusCode::OK);
+        }
+        let list = http.get(windows_url(&op, &other)).bearer_auth(&good).send().await.unwrap();
+        assert_problem(list, 403, "may not list", "SA token listing another namespace").await;
+
+        let static_token = Some("static-token-0123456789".to_string());
+        assert_eq!(open(ns.clone(), static_token.clone()).await.status(), StatusCode::CREATED);
+        assert_problem(open(other.clone(), static_token).await, 403, "may not use namespace", "static token in another namespace").await;
+        assert_problem(open(ns.clone(), Some("static-token-0123456788".into())).await, 401, "not valid", "near-miss static token").await;
+
+        assert_eq!(windows_in(&client, &ns).await.len(), 2);
+        assert!(windows_in(&client, &other).await.is_empty());
+        let _ = namespaces.delete(&other, &DeleteParams::background()).await;
+        let _ = std::fs::remove_file(&tokens_file);
+    })
+    .await;
+}
+
+// Needs the window controller: it is what sets the Ready condition.
+#[tokio::test]
+async fn an_open_with_wait_answers_once_the_window_is_ready_once_the_controller_runs() {
+    with_namespace(|client, ns| async move {
+        service_account_with_rbac(&client, &ns, "ci").await;
+        let op = Operator::start_with(&ns, vec![format!("--namespaces={ns}")]).await;
+        let token = create_token(&ns, "ci", "disruption-guard");
+        let resp = http()
+            .post(format!("{}?wait=true&timeout=60s", windows_url(&op, &ns)))
+            .bearer_auth(token)
+            .json(&json!({"selector": "app=web", "ttl": "10m"}))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(body["ready"], true, "{body}");
+        assert_eq!(body["phase"], "Active", "{body}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_open_with_a_short_wait_answers_504_with_the_windows_state_when_not_ready() {
+    with_namespace(|_client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        // A just-created object has no status yet, so a wait of 1ns can never see it Ready.
+        let resp = http()
+            .post(format!("{}?wait=true&timeout=1ns", windows_url(&op, &ns)))
+            .json(&json!({"name": "slow"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::GATEWAY_TIMEOUT);
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["status"], 504, "{body}");
+        assert_eq!(body["window"]["name"], "slow", "{body}");
+    })
+    .await;
+}

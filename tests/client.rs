@@ -1,0 +1,321 @@
+//! The CI client (`disruption-guard open|get|list|renew|close|run`), as a real process, against
+//! a real operator and the real cluster.
+//!
+//! Tests whose name says "once the controller" need the window controller (Ready, release of
+//! PDBs and annotations); the others pass `--no-wait` and need only the API.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use disruption_guard::resources::TestWindow;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::Value;
+use support::fixtures::deployment;
+use support::operator::{Operator, binary};
+use support::{wait, with_namespace};
+
+/// The client binary aimed at `op`'s API in namespace `ns`.
+fn client(op: &Operator, ns: &str) -> Command {
+    let mut cmd = Command::new(binary());
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("DISRUPTION_GUARD_SERVER", &op.api)
+        .env("DISRUPTION_GUARD_NAMESPACE", ns);
+    cmd
+}
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} failed with {}:\n{}{}",
+        cmd,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+async fn window(client: &Client, ns: &str, name: &str) -> TestWindow {
+    Api::<TestWindow>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+fn scratch(ns: &str, what: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{ns}-{what}"))
+}
+
+#[tokio::test]
+async fn open_get_list_renew_and_close_print_data_on_stdout_in_the_asked_format() {
+    with_namespace(|kube, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let out = run_ok(client(&op, &ns).args([
+            "open",
+            "--no-wait",
+            "-l",
+            "app=web",
+            "--ttl",
+            "15m",
+            "--reason",
+            "e2e",
+            "-o",
+            "name",
+        ]));
+        let name = stdout(&out).trim().to_string();
+        assert!(name.starts_with("tw-"), "{name:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("opened window"));
+        assert_eq!(window(&kube, &ns, &name).await.spec.reason, "e2e");
+
+        let got: Value = serde_json::from_str(&stdout(&run_ok(
+            client(&op, &ns).args(["get", &name, "-o", "json"]),
+        )))
+        .unwrap();
+        assert_eq!(got["name"], name.as_str());
+        assert_eq!(got["ttl"], "15m");
+        let yaml = stdout(&run_ok(client(&op, &ns).args(["get", &name, "-o", "yaml"])));
+        assert!(yaml.contains(&format!("name: {name}")), "{yaml}");
+
+        let table = stdout(&run_ok(client(&op, &ns).args(["list"])));
+        assert!(table.starts_with("NAME"), "{table}");
+        assert!(
+            table.contains(&name) && table.contains("app=web"),
+            "{table}"
+        );
+
+        run_ok(client(&op, &ns).args(["renew", &name, "--ttl", "5m"]));
+        assert!(window(&kube, &ns, &name).await.spec.expires_at.is_some());
+
+        let report = stdout(&run_ok(client(&op, &ns).args([
+            "close",
+            &name,
+            "--no-wait",
+        ])));
+        assert!(report.contains(&format!("window {ns}/{name}")), "{report}");
+        assert!(window(&kube, &ns, &name).await.spec.closed);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn failures_have_meaningful_exit_codes_and_messages_on_stderr() {
+    with_namespace(|_kube, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let out = client(&op, &ns).args(["get", "missing"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(66), "not found");
+        assert!(out.stdout.is_empty());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
+
+        let out = client(&op, &ns)
+            .args(["open", "--no-wait", "--ttl", "soon"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(65), "invalid ttl");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("ttl"));
+
+        let out = client(&op, &ns)
+            .env("DISRUPTION_GUARD_SERVER", "http://127.0.0.1:9")
+            .args(["list"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(69), "unreachable server");
+
+        let out = Command::new(binary())
+            .env_clear()
+            .args(["list"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(78), "no server configured");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn run_exits_with_the_commands_code_and_closes_its_window() {
+    with_namespace(|kube, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let seen = scratch(&ns, "window");
+        let github_output = scratch(&ns, "github-output");
+        let out = client(&op, &ns)
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_OUTPUT", &github_output)
+            .env("SEEN", &seen)
+            .args(["run", "--no-wait", "-l", "app=web", "--ttl", "10m", "--"])
+            .args([
+                "sh",
+                "-c",
+                "echo \"$DISRUPTION_GUARD_WINDOW\" > \"$SEEN\"; exit 3",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        let name = std::fs::read_to_string(&seen).unwrap().trim().to_string();
+        assert!(!name.is_empty(), "the command saw no window name");
+        let tw = window(&kube, &ns, &name).await;
+        assert!(tw.spec.closed, "run must close its window");
+        assert!(
+            stdout(&out).contains(&format!("window {ns}/{name}")),
+            "the report is printed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&github_output).unwrap(),
+            format!("window={name}\n")
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn run_forwards_sigterm_to_the_command_and_closes_its_window() {
+    with_namespace(|kube, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let seen = scratch(&ns, "window");
+        let trapped = scratch(&ns, "trapped");
+        let child = client(&op, &ns)
+            .env("SEEN", &seen)
+            .env("TRAPPED", &trapped)
+            .args(["run", "--no-wait", "--heartbeat", "1s", "--"])
+            .args([
+                "sh",
+                "-c",
+                "trap 'echo term > \"$TRAPPED\"; exit 7' TERM; echo \"$DISRUPTION_GUARD_WINDOW\" > \"$SEEN\"; \
+                 while true; do sleep 0.1; done",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait::until("the command to start", Duration::from_secs(30), || async {
+            std::fs::read_to_string(&seen).is_ok_and(|s| !s.trim().is_empty())
+        })
+        .await;
+        let name = std::fs::read_to_string(&seen).unwrap().trim().to_string();
+        // Let one heartbeat renew the window.
+        wait::until("a heartbeat renewal", Duration::from_secs(10), || async {
+            window(&kube, &ns, &name).await.spec.expires_at.is_some()
+        })
+        .await;
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the child we spawned.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "run exits with the command's code: {stderr}");
+        assert_eq!(std::fs::read_to_string(&trapped).unwrap().trim(), "term");
+        assert!(window(&kube, &ns, &name).await.spec.closed, "{stderr}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_client_talks_to_testwindow_objects_directly_with_a_kubeconfig() {
+    with_namespace(|kube, ns| async move {
+        let out = run_ok(
+            Command::new(binary())
+                .env_clear()
+                .args([
+                    "open",
+                    "--no-wait",
+                    "-o",
+                    "name",
+                    "-n",
+                    &ns,
+                    "--name",
+                    "direct",
+                ])
+                .arg(format!("--kubeconfig={}", support::kubeconfig().display()))
+                .args(["--idempotency-key", "k-1", "-l", "app=web"]),
+        );
+        assert_eq!(stdout(&out).trim(), "direct");
+        let tw = window(&kube, &ns, "direct").await;
+        assert_eq!(tw.spec.selector.match_labels.unwrap()["app"], "web");
+        run_ok(
+            Command::new(binary())
+                .env_clear()
+                .args(["close", "direct", "--no-wait", "-n", &ns])
+                .arg(format!("--kubeconfig={}", support::kubeconfig().display())),
+        );
+        assert!(window(&kube, &ns, "direct").await.spec.closed);
+    })
+    .await;
+}
+
+// Needs the window controller: Ready before the command, PDBs and annotations removed after.
+#[tokio::test]
+async fn run_leaves_no_active_window_pdb_or_annotation_once_the_controller_runs() {
+    with_namespace(|kube, ns| async move {
+        let deployments = Api::namespaced(kube.clone(), &ns);
+        deployments
+            .create(&PostParams::default(), &deployment("web").build())
+            .await
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(kube.clone(), &ns);
+        wait::until("a running pod", Duration::from_secs(60), || async {
+            pods.list(&ListParams::default().labels("app=web"))
+                .await
+                .is_ok_and(|l| !l.items.is_empty())
+        })
+        .await;
+        let op = Operator::start(&ns, &[]).await;
+        let pdbs_seen = scratch(&ns, "pdbs");
+        let out = client(&op, &ns)
+            .env("PDBS", &pdbs_seen)
+            .args([
+                "run",
+                "-l",
+                "app=web",
+                "--ttl",
+                "10m",
+                "--wait-timeout",
+                "60s",
+                "--",
+            ])
+            .args(["sh", "-c", "touch \"$PDBS\"; exit 3"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(stderr.contains("is Ready"), "{stderr}");
+        let windows = Api::<TestWindow>::namespaced(kube.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        assert_eq!(windows.items.len(), 1);
+        let phase = windows.items[0].status.as_ref().map(|s| s.phase);
+        assert_ne!(phase, Some(disruption_guard::resources::Phase::Active));
+        wait::until(
+            "PDBs to be garbage-collected",
+            Duration::from_secs(30),
+            || async {
+                Api::<PodDisruptionBudget>::namespaced(kube.clone(), &ns)
+                    .list(&ListParams::default())
+                    .await
+                    .is_ok_and(|l| l.items.is_empty())
+            },
+        )
+        .await;
+        for pod in pods.list(&ListParams::default()).await.unwrap() {
+            let annotations = pod.metadata.annotations.unwrap_or_default();
+            assert!(
+                !annotations.contains_key("karpenter.sh/do-not-disrupt"),
+                "{annotations:?}"
+            );
+        }
+    })
+    .await;
+}
