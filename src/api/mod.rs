@@ -72,10 +72,6 @@ pub struct ApiArgs {
     #[arg(long, env = "DISRUPTION_GUARD_DEFAULT_TTL", default_value = "30m", value_parser = parse_ttl_flag)]
     pub default_ttl: std::time::Duration,
 
-    /// Longest time to live an open or a renew may ask for.
-    #[arg(long, env = "DISRUPTION_GUARD_MAX_TTL", default_value = "6h", value_parser = parse_ttl_flag)]
-    pub max_ttl: std::time::Duration,
-
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "DISRUPTION_GUARD_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
     pub max_body_bytes: usize,
@@ -148,8 +144,10 @@ async fn serve_openapi() -> impl IntoResponse {
 /// Serves the HTTP API until shutdown.
 pub async fn serve(state: State) -> anyhow::Result<()> {
     let args = &state.args.api;
+    // One limit for the API and the controller: `--max-ttl` of the window controller.
+    let max_ttl = std::time::Duration::from(state.args.window.max_ttl);
     anyhow::ensure!(
-        args.default_ttl <= args.max_ttl,
+        args.default_ttl <= max_ttl,
         "--default-ttl must not exceed --max-ttl"
     );
     let auth = Arc::new(auth::Authenticator::new(
@@ -182,7 +180,7 @@ pub async fn serve(state: State) -> anyhow::Result<()> {
             state.client.clone(),
             ttl::TtlLimits {
                 default: args.default_ttl,
-                max: args.max_ttl,
+                max: max_ttl,
             },
         ),
         auth,

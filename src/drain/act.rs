@@ -2,9 +2,10 @@
 //! fresh reads, then patches the Deployment the way `kubectl rollout restart` does and records
 //! the node on it, and says so in Events on the Deployment and the node.
 //!
-//! Only the Lease holder may act: the leadership check belongs at the top of [`Actor::act`]
-//! (today every replica is the leader; see [`Actor::may_act`]).
+//! Only the Lease holder may act: [`Actor::act`] checks leadership first (see
+//! [`Actor::may_act`]), right before the fresh reads and the patch.
 
+use crate::operator::leader::Leadership;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
@@ -26,11 +27,12 @@ use crate::resources::names::{FIELD_MANAGER, RESTARTED_AT};
 pub struct Actor {
     client: Client,
     recorder: Recorder,
+    leader: Leadership,
 }
 
 impl Actor {
     /// An actor reporting Events as `disruption-guard`.
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, leader: Leadership) -> Self {
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -38,12 +40,13 @@ impl Actor {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
+            leader,
         }
     }
 
-    /// Whether this replica may write. The Lease check goes here once leader election exists.
+    /// Whether this replica may write: it holds the leader Lease (or runs without election).
     fn may_act(&self) -> bool {
-        true
+        self.leader.is_leader()
     }
 
     /// Re-decides `plan` from fresh reads and, if it still holds, rolls the Deployment out.

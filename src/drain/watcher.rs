@@ -32,7 +32,7 @@ pub struct Watcher {
 impl Watcher {
     /// A watcher over `stores`.
     pub fn new(state: State, stores: Stores) -> Self {
-        let actor = Actor::new(state.client.clone());
+        let actor = Actor::new(state.client.clone(), state.leader.clone());
         Self {
             state,
             stores,

@@ -229,12 +229,15 @@ pub struct TrackedPod {
 pub struct ProtectedSummary {
     /// Workloads (Deployments, StatefulSets, ReplicaSets) covered by a PDB.
     #[serde(default)]
+    #[schemars(schema_with = "count")]
     pub workloads: u32,
     /// Pods carrying the do-not-disrupt annotations.
     #[serde(default)]
+    #[schemars(schema_with = "count")]
     pub pods: u32,
     /// Nodes carrying the do-not-disrupt annotations.
     #[serde(default)]
+    #[schemars(schema_with = "count")]
     pub nodes: u32,
     /// PodDisruptionBudgets the window relies on: its own and reused ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -250,15 +253,18 @@ pub struct ProtectedSummary {
 pub struct WindowReport {
     /// Evictions of protected pods that a PDB refused.
     #[serde(default)]
+    #[schemars(schema_with = "count")]
     pub evictions_blocked: u32,
     /// Selected pods that went away anyway (deleted, evicted, restarted).
     #[serde(default)]
+    #[schemars(schema_with = "count")]
     pub pods_disrupted: u32,
     /// Names of the disrupted pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disrupted_pods: Vec<String>,
     /// Rollouts the drain watcher made for the selection.
     #[serde(default)]
+    #[schemars(schema_with = "count")]
     pub rollouts: u32,
     /// Nodes hosting protected pods that were disrupted (tainted, cordoned, deleted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -270,4 +276,9 @@ impl WindowReport {
     pub fn is_clean(&self) -> bool {
         self.pods_disrupted == 0 && self.nodes_disrupted.is_empty()
     }
+}
+
+/// Counts are `u32` in Rust; Kubernetes schemas know `int32`/`int64`, not `uint32`.
+fn count(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer", "format": "int32", "minimum": 0})
 }

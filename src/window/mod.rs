@@ -55,7 +55,8 @@ use fields::{keep_own_entries, window_uids};
 /// Flags of the window controller.
 #[derive(Debug, Clone, Args)]
 pub struct WindowArgs {
-    /// Longest a window may stay open from when it opened, whatever its ttl or renewals ask.
+    /// Longest a window may stay open from when it opened, whatever its ttl or renewals ask;
+    /// the API also refuses a longer ttl.
     #[arg(long, env = "DISRUPTION_GUARD_MAX_TTL", default_value = "24h")]
     pub max_ttl: kube::core::Duration,
 
@@ -411,6 +412,15 @@ async fn startup(ctx: Arc<Context>) {
             }
         }
     }
+    ctx.synced.store(true, Ordering::Release);
+    ctx.state.ready.mark_synced(GATE);
+    info!("window controller synced");
+    // The sweep writes, so only the leader runs it: a follower sweeps once it takes over.
+    let mut leader = ctx.state.leader.clone();
+    tokio::select! {
+        () = leader.acquired() => {}
+        () = ctx.state.shutdown.cancelled() => return,
+    }
     for attempt in 1..=5 {
         match sweep::sweep(&ctx).await {
             Ok(removed) => {
@@ -423,7 +433,4 @@ async fn startup(ctx: Arc<Context>) {
             }
         }
     }
-    ctx.synced.store(true, Ordering::Release);
-    ctx.state.ready.mark_synced(GATE);
-    info!("window controller synced");
 }

@@ -36,6 +36,10 @@ pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Act
     if !ctx.synced() {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
+    // Only the Lease holder writes; a follower looks again soon, so a takeover acts at once.
+    if !ctx.state.leader.is_leader() {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     ctx.state.metrics.window.set_phases(&ctx.phase_counts());
     let result = reconcile_window(&window, &ctx).await;
     if let Err(err) = &result {
