@@ -644,7 +644,8 @@ async fn set_disrupted_taint(nodes: &Api<Node>, name: &str, on: bool) {
 /// Benchmark, not a check: `DRAIN_BENCH_N` (default 50) times, taint the node of a lone pod
 /// `karpenter.sh/disrupted` and time, from just before the taint PATCH, (a) a bare node watch
 /// in this process seeing the taint — the floor — and (b) a Deployment watch seeing the
-/// operator's rollout patch. The pod ping-pongs between two private nodes.
+/// operator's rollout patch. The pod ping-pongs between two private nodes; each round starts
+/// once the previous rollout is complete and the PDB blocks again.
 ///
 /// `DRAIN_BENCH_N=200 cargo test --test drain -- --ignored --nocapture signal_to_rollout`
 #[tokio::test]
@@ -660,6 +661,7 @@ async fn signal_to_rollout_latency_beside_a_bare_watch() {
     with_namespace(move |client, ns| async move {
         let nodes: Api<Node> = Api::all(client.clone());
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
         let names = [format!("{ns}-a"), format!("{ns}-b")];
         create_ready_node(&client, &ns, &names[0]).await;
         let app = deploy_lone(&client, &ns, lone(&ns, "bench"), &names[0]).await;
@@ -732,6 +734,25 @@ async fn signal_to_rollout_latency_beside_a_bare_watch() {
             })
             .await;
             set_disrupted_taint(&nodes, from, false).await;
+            // Measure the steady path: the next disruption finds no rollout in progress.
+            wait::until("the rollout to complete", LIMIT, || async {
+                let d = deployments.get(&app).await.unwrap();
+                let s = d.status.unwrap_or_default();
+                s.observed_generation == d.metadata.generation
+                    && s.replicas == Some(1)
+                    && s.updated_replicas == Some(1)
+                    && s.available_replicas == Some(1)
+            })
+            .await;
+            wait::until("the PDB to block again", LIMIT, || async {
+                let pdb = pdbs.get(&app).await.unwrap();
+                pdb.status.is_some_and(|s| {
+                    s.observed_generation == pdb.metadata.generation
+                        && s.current_healthy == 1
+                        && s.disruptions_allowed == 0
+                })
+            })
+            .await;
         }
         node_task.abort();
         dep_task.abort();
@@ -764,6 +785,12 @@ async fn signal_to_rollout_latency_beside_a_bare_watch() {
             "inside the operator, first seen → patch answered: mean {:.1} ms over {count} rollouts",
             sum / count * 1000.0
         );
+        for line in metrics.lines().filter(|l| {
+            l.starts_with("disruption_guard_drain_rollouts_total{")
+                || l.starts_with("disruption_guard_drain_skips_total{")
+        }) {
+            println!("{line}");
+        }
     })
     .await;
 }
