@@ -794,3 +794,58 @@ async fn signal_to_rollout_latency_beside_a_bare_watch() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_bare_pod_under_a_blocking_pdb_on_a_cordoned_node_gets_a_warning_on_the_pod() {
+    with_namespace(|client, ns| async move {
+        let operator = Operator::start(&ns, &[]).await;
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "solo", "labels": {"app": "solo"}},
+            "spec": {
+                "nodeSelector": {TEST_NAMESPACE_LABEL: ns},
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "app", "image": "registry.invalid/app:1"}]
+            }
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": {"name": "solo"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "solo"}}}
+        }))
+        .unwrap();
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+        pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+        wait::until("the PDB to allow no disruption", LIMIT, || async {
+            let pdb = pdbs.get("solo").await.unwrap();
+            pdb.status
+                .is_some_and(|s| s.current_healthy == 1 && s.disruptions_allowed == 0)
+        })
+        .await;
+
+        cordon(&node);
+        wait::until("a Warning Event on the pod", LIMIT, || async {
+            events_about(&client, &ns, "solo").await.iter().any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("DrainRolloutSkipped")
+                    && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Pod")
+            })
+        })
+        .await;
+        let metrics = operator.metrics().await;
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_skips_total{reason=\"bare_pod\"}"
+            ),
+            1.0,
+            "{metrics}"
+        );
+    })
+    .await;
+}
