@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod drain;
 pub mod fixtures;
 pub mod operator;
 pub mod wait;
