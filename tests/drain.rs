@@ -8,196 +8,21 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
 use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
 use serde_json::json;
-use support::fixtures::{DeploymentBuilder, deployment, pdb_max_unavailable_zero};
+use support::drain::*;
 use support::operator::Operator;
 use support::{TEST_NAMESPACE_LABEL, create_ready_node, kubectl, wait, with_namespace};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const MARKER: &str = "disruption-guard.io/rolled-out-for-node";
 const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
-
-/// A one-replica Deployment whose pods may run on any private node of the test.
-fn lone(ns: &str, app: &str) -> DeploymentBuilder {
-    deployment(app).node_selector(TEST_NAMESPACE_LABEL, ns)
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn node_of(pod: &Pod) -> Option<String> {
-    pod.spec.as_ref()?.node_name.clone()
-}
-
-async fn ready_pods(client: &Client, ns: &str, app: &str) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("app={app}")))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    list.into_iter().filter(is_ready).collect()
-}
-
-/// Creates `app` (and its `maxUnavailable: 0` PDB) and waits until its one pod is Ready on
-/// `node` and the PDB allows no disruption.
-async fn deploy_lone(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -> String {
-    let d = app.build();
-    let name = d.metadata.name.clone().unwrap();
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &d)
-        .await
-        .unwrap();
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
-    pdbs.create(
-        &PostParams::default(),
-        &pdb_max_unavailable_zero(&name, &name),
-    )
-    .await
-    .unwrap();
-    wait::until("the pod to be Ready on its node", LIMIT, || async {
-        let ready = ready_pods(client, ns, &name).await;
-        ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(node)
-    })
-    .await;
-    wait::until("the PDB to allow no disruption", LIMIT, || async {
-        let Ok(pdb) = pdbs.get(&name).await else {
-            return false;
-        };
-        pdb.status.is_some_and(|s| {
-            s.observed_generation == pdb.metadata.generation
-                && s.current_healthy == 1
-                && s.disruptions_allowed == 0
-        })
-    })
-    .await;
-    name
-}
-
-/// Samples every 100 ms how many Ready pods each app has, until stopped.
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<Samples>,
-}
-
-#[derive(Debug, Default)]
-struct Samples {
-    /// Sampling rounds.
-    rounds: usize,
-    /// (app, rounds in which it had no Ready pod).
-    without_ready_pod: Vec<(String, usize)>,
-}
-
-impl Samples {
-    fn downtime_samples(&self) -> usize {
-        self.without_ready_pod.iter().map(|(_, n)| n).sum()
-    }
-}
-
-impl Sampler {
-    fn start(client: &Client, ns: &str, apps: &[&str]) -> Sampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (client, ns) = (client.clone(), ns.to_string());
-        let apps: Vec<String> = apps.iter().map(|a| a.to_string()).collect();
-        let flag = stop.clone();
-        let task = tokio::spawn(async move {
-            let pods: Api<Pod> = Api::namespaced(client, &ns);
-            let mut samples = Samples {
-                without_ready_pod: apps.iter().map(|a| (a.clone(), 0)).collect(),
-                ..Samples::default()
-            };
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            while !flag.load(Ordering::SeqCst) {
-                tick.tick().await;
-                let list = pods
-                    .list(&ListParams::default())
-                    .await
-                    .expect("listing pods");
-                samples.rounds += 1;
-                for (app, down) in samples.without_ready_pod.iter_mut() {
-                    let ready = list.items.iter().any(|p| {
-                        is_ready(p)
-                            && p.metadata.labels.as_ref().and_then(|l| l.get("app")) == Some(app)
-                    });
-                    if !ready {
-                        *down += 1;
-                    }
-                }
-            }
-            samples
-        });
-        Sampler { stop, task }
-    }
-
-    async fn finish(self) -> Samples {
-        self.stop.store(true, Ordering::SeqCst);
-        self.task.await.unwrap()
-    }
-}
-
-/// Runs `kubectl drain` the way an operator would, returning (success, seconds, stderr).
-async fn drain(node: &str, timeout: &str) -> (bool, f64, String) {
-    let node = node.to_string();
-    let timeout = format!("--timeout={timeout}");
-    tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
-        let out = kubectl()
-            .args([
-                "drain",
-                &node,
-                "--ignore-daemonsets",
-                "--delete-emptydir-data",
-                &timeout,
-            ])
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            started.elapsed().as_secs_f64(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
-}
-
-async fn events_about(client: &Client, ns: &str, name: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .collect()
-}
-
-/// The value of one sample line of the operator's metrics, 0 when absent.
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-fn uid(node: &Node) -> String {
-    node.metadata.uid.clone().unwrap()
-}
 
 #[tokio::test]
 async fn kubectl_drain_of_a_lone_pod_under_a_max_unavailable_zero_pdb_hangs_without_the_operator_and_completes_with_zero_downtime_with_it()
@@ -469,25 +294,6 @@ async fn two_nodes_drained_at_once_roll_each_of_five_lone_replica_deployments_ou
     .await;
 }
 
-/// Cordons `node` (a disruption signal by itself, as `kubectl drain` starts with it).
-fn cordon(node: &str) {
-    let out = kubectl().args(["cordon", node]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-async fn generation(client: &Client, ns: &str, app: &str) -> Option<i64> {
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .get(app)
-        .await
-        .unwrap()
-        .metadata
-        .generation
-}
-
 #[tokio::test]
 async fn a_restarted_operator_does_not_roll_out_again_for_the_same_node() {
     with_namespace(|client, ns| async move {
@@ -610,41 +416,11 @@ async fn namespaces_outside_the_drain_namespace_selector_are_left_alone() {
     .await;
 }
 
-/// p-th percentile (nearest rank) of sorted milliseconds.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-/// The merge patch that sets or removes the `karpenter.sh/disrupted` taint, keeping others.
-async fn disrupted_taint_patch(nodes: &Api<Node>, name: &str, on: bool) -> serde_json::Value {
-    let node = nodes.get(name).await.unwrap();
-    let mut taints: Vec<serde_json::Value> = node
-        .spec
-        .and_then(|s| s.taints)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| t.key != "karpenter.sh/disrupted")
-        .map(|t| serde_json::to_value(t).unwrap())
-        .collect();
-    if on {
-        taints.push(json!({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}));
-    }
-    json!({"spec": {"taints": taints}})
-}
-
-async fn set_disrupted_taint(nodes: &Api<Node>, name: &str, on: bool) {
-    let patch = disrupted_taint_patch(nodes, name, on).await;
-    nodes
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .unwrap();
-}
-
 /// Benchmark, not a check: `DRAIN_BENCH_N` (default 50) times, taint the node of a lone pod
 /// `karpenter.sh/disrupted` and time, from just before the taint PATCH, (a) a bare node watch
 /// in this process seeing the taint — the floor — and (b) a Deployment watch seeing the
-/// operator's rollout patch. The pod ping-pongs between two private nodes.
+/// operator's rollout patch. The pod ping-pongs between two private nodes; each round starts
+/// once the previous rollout is complete and the PDB blocks again.
 ///
 /// `DRAIN_BENCH_N=200 cargo test --test drain -- --ignored --nocapture signal_to_rollout`
 #[tokio::test]
@@ -660,6 +436,7 @@ async fn signal_to_rollout_latency_beside_a_bare_watch() {
     with_namespace(move |client, ns| async move {
         let nodes: Api<Node> = Api::all(client.clone());
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
         let names = [format!("{ns}-a"), format!("{ns}-b")];
         create_ready_node(&client, &ns, &names[0]).await;
         let app = deploy_lone(&client, &ns, lone(&ns, "bench"), &names[0]).await;
@@ -732,6 +509,25 @@ async fn signal_to_rollout_latency_beside_a_bare_watch() {
             })
             .await;
             set_disrupted_taint(&nodes, from, false).await;
+            // Measure the steady path: the next disruption finds no rollout in progress.
+            wait::until("the rollout to complete", LIMIT, || async {
+                let d = deployments.get(&app).await.unwrap();
+                let s = d.status.unwrap_or_default();
+                s.observed_generation == d.metadata.generation
+                    && s.replicas == Some(1)
+                    && s.updated_replicas == Some(1)
+                    && s.available_replicas == Some(1)
+            })
+            .await;
+            wait::until("the PDB to block again", LIMIT, || async {
+                let pdb = pdbs.get(&app).await.unwrap();
+                pdb.status.is_some_and(|s| {
+                    s.observed_generation == pdb.metadata.generation
+                        && s.current_healthy == 1
+                        && s.disruptions_allowed == 0
+                })
+            })
+            .await;
         }
         node_task.abort();
         dep_task.abort();
@@ -763,6 +559,67 @@ async fn signal_to_rollout_latency_beside_a_bare_watch() {
         println!(
             "inside the operator, first seen → patch answered: mean {:.1} ms over {count} rollouts",
             sum / count * 1000.0
+        );
+        for line in metrics.lines().filter(|l| {
+            l.starts_with("disruption_guard_drain_rollouts_total{")
+                || l.starts_with("disruption_guard_drain_skips_total{")
+        }) {
+            println!("{line}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_bare_pod_under_a_blocking_pdb_on_a_cordoned_node_gets_a_warning_on_the_pod() {
+    with_namespace(|client, ns| async move {
+        let operator = Operator::start(&ns, &[]).await;
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "solo", "labels": {"app": "solo"}},
+            "spec": {
+                "nodeSelector": {TEST_NAMESPACE_LABEL: ns},
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "app", "image": "registry.invalid/app:1"}]
+            }
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": {"name": "solo"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "solo"}}}
+        }))
+        .unwrap();
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+        pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+        wait::until("the PDB to allow no disruption", LIMIT, || async {
+            let pdb = pdbs.get("solo").await.unwrap();
+            pdb.status
+                .is_some_and(|s| s.current_healthy == 1 && s.disruptions_allowed == 0)
+        })
+        .await;
+
+        cordon(&node);
+        wait::until("a Warning Event on the pod", LIMIT, || async {
+            events_about(&client, &ns, "solo").await.iter().any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("DrainRolloutSkipped")
+                    && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Pod")
+            })
+        })
+        .await;
+        let metrics = operator.metrics().await;
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_drain_skips_total{reason=\"bare_pod\"}"
+            ),
+            1.0,
+            "{metrics}"
         );
     })
     .await;

@@ -22,6 +22,9 @@ use super::error::Error;
 use super::signals::{self, Raised, Signal};
 use crate::resources::names::{FIELD_MANAGER, RESTARTED_AT};
 
+/// Attempts of one rollout when the Deployment keeps changing under it.
+const CONFLICT_ATTEMPTS: u32 = 3;
+
 /// Writes rollouts and Events.
 #[derive(Clone)]
 pub struct Actor {
@@ -62,6 +65,27 @@ impl Actor {
         if !self.may_act() {
             return Ok(None);
         }
+        // A status update of the Deployment between the read and the patch is a conflict;
+        // read and decide again a few times before leaving it to the next pass.
+        let mut attempt = 1;
+        loop {
+            match self
+                .attempt(plan, enabled, max_replicas, rolled_out_before)
+                .await
+            {
+                Err(Error::Conflict(_)) if attempt < CONFLICT_ATTEMPTS => attempt += 1,
+                other => return other.map(Some),
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        plan: &Plan,
+        enabled: &[Signal],
+        max_replicas: i32,
+        rolled_out_before: bool,
+    ) -> Result<Decision, Error> {
         let started = std::time::Instant::now();
         let fresh = self
             .recheck(plan, enabled, max_replicas, rolled_out_before)
@@ -70,7 +94,7 @@ impl Actor {
         match fresh {
             Some((Decision::RollOut(fresh), deployment)) => {
                 if fresh.deployment_uid != plan.deployment_uid {
-                    return Ok(Some(Decision::Ignore));
+                    return Ok(Decision::Ignore);
                 }
                 self.patch(&fresh, &deployment).await?;
                 debug!(
@@ -79,10 +103,10 @@ impl Actor {
                     patch_ms = (started.elapsed() - rechecked).as_secs_f64() * 1000.0,
                     "rollout patched"
                 );
-                Ok(Some(Decision::RollOut(fresh)))
+                Ok(Decision::RollOut(fresh))
             }
-            Some((decision, _)) => Ok(Some(decision)),
-            None => Ok(Some(Decision::Ignore)),
+            Some((decision, _)) => Ok(decision),
+            None => Ok(Decision::Ignore),
         }
     }
 

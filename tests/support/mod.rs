@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod chart_identity;
+pub mod drain;
 pub mod fixtures;
 pub mod operator;
 pub mod wait;

@@ -1,0 +1,242 @@
+//! Helpers of the drain watcher's integration tests (`tests/drain.rs`): lone-replica
+//! Deployments under blocking PDBs, a readiness sampler, `kubectl drain`, Events, metrics and
+//! taints.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use super::fixtures::{DeploymentBuilder, deployment, pdb_max_unavailable_zero};
+use super::{TEST_NAMESPACE_LABEL, kubectl, wait};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A one-replica Deployment whose pods may run on any private node of the test.
+pub fn lone(ns: &str, app: &str) -> DeploymentBuilder {
+    deployment(app).node_selector(TEST_NAMESPACE_LABEL, ns)
+}
+
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+pub fn node_of(pod: &Pod) -> Option<String> {
+    pod.spec.as_ref()?.node_name.clone()
+}
+
+pub async fn ready_pods(client: &Client, ns: &str, app: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let list = pods
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    list.into_iter().filter(is_ready).collect()
+}
+
+/// Creates `app` (and its `maxUnavailable: 0` PDB) and waits until its one pod is Ready on
+/// `node` and the PDB allows no disruption.
+pub async fn deploy_lone(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -> String {
+    let d = app.build();
+    let name = d.metadata.name.clone().unwrap();
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    pdbs.create(
+        &PostParams::default(),
+        &pdb_max_unavailable_zero(&name, &name),
+    )
+    .await
+    .unwrap();
+    wait::until("the pod to be Ready on its node", LIMIT, || async {
+        let ready = ready_pods(client, ns, &name).await;
+        ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(node)
+    })
+    .await;
+    wait::until("the PDB to allow no disruption", LIMIT, || async {
+        let Ok(pdb) = pdbs.get(&name).await else {
+            return false;
+        };
+        pdb.status.is_some_and(|s| {
+            s.observed_generation == pdb.metadata.generation
+                && s.current_healthy == 1
+                && s.disruptions_allowed == 0
+        })
+    })
+    .await;
+    name
+}
+
+/// Samples every 100 ms how many Ready pods each app has, until stopped.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Samples>,
+}
+
+#[derive(Debug, Default)]
+pub struct Samples {
+    /// Sampling rounds.
+    pub rounds: usize,
+    /// (app, rounds in which it had no Ready pod).
+    pub without_ready_pod: Vec<(String, usize)>,
+}
+
+impl Samples {
+    pub fn downtime_samples(&self) -> usize {
+        self.without_ready_pod.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl Sampler {
+    pub fn start(client: &Client, ns: &str, apps: &[&str]) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (client, ns) = (client.clone(), ns.to_string());
+        let apps: Vec<String> = apps.iter().map(|a| a.to_string()).collect();
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let pods: Api<Pod> = Api::namespaced(client, &ns);
+            let mut samples = Samples {
+                without_ready_pod: apps.iter().map(|a| (a.clone(), 0)).collect(),
+                ..Samples::default()
+            };
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            while !flag.load(Ordering::SeqCst) {
+                tick.tick().await;
+                let list = pods
+                    .list(&ListParams::default())
+                    .await
+                    .expect("listing pods");
+                samples.rounds += 1;
+                for (app, down) in samples.without_ready_pod.iter_mut() {
+                    let ready = list.items.iter().any(|p| {
+                        is_ready(p)
+                            && p.metadata.labels.as_ref().and_then(|l| l.get("app")) == Some(app)
+                    });
+                    if !ready {
+                        *down += 1;
+                    }
+                }
+            }
+            samples
+        });
+        Sampler { stop, task }
+    }
+
+    pub async fn finish(self) -> Samples {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap()
+    }
+}
+
+/// Runs `kubectl drain` the way an operator would, returning (success, seconds, stderr).
+pub async fn drain(node: &str, timeout: &str) -> (bool, f64, String) {
+    let node = node.to_string();
+    let timeout = format!("--timeout={timeout}");
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let out = kubectl()
+            .args([
+                "drain",
+                &node,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                &timeout,
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            started.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+pub async fn events_about(client: &Client, ns: &str, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
+/// The value of one sample line of the operator's metrics, 0 when absent.
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+pub fn uid(node: &Node) -> String {
+    node.metadata.uid.clone().unwrap()
+}
+
+/// Cordons `node` (a disruption signal by itself, as `kubectl drain` starts with it).
+pub fn cordon(node: &str) {
+    let out = kubectl().args(["cordon", node]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub async fn generation(client: &Client, ns: &str, app: &str) -> Option<i64> {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(app)
+        .await
+        .unwrap()
+        .metadata
+        .generation
+}
+
+/// p-th percentile (nearest rank) of sorted milliseconds.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The merge patch that sets or removes the `karpenter.sh/disrupted` taint, keeping others.
+pub async fn disrupted_taint_patch(nodes: &Api<Node>, name: &str, on: bool) -> serde_json::Value {
+    let node = nodes.get(name).await.unwrap();
+    let mut taints: Vec<serde_json::Value> = node
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != "karpenter.sh/disrupted")
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    if on {
+        taints.push(json!({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}));
+    }
+    json!({"spec": {"taints": taints}})
+}
+
+pub async fn set_disrupted_taint(nodes: &Api<Node>, name: &str, on: bool) {
+    let patch = disrupted_taint_patch(nodes, name, on).await;
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
