@@ -2,29 +2,46 @@
 //! proof that the ClusterRole and Role grant every verb the code uses.
 
 mod support;
+#[path = "support/windows.rs"]
+mod window_support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
 use support::chart_identity::ChartIdentity;
+use support::fixtures::deployment;
 use support::operator::Operator;
-use support::{wait, with_namespace};
+use support::{create_ready_node, drain, wait, with_namespace};
+
+/// The operator for `ns`, authenticated as the chart's ServiceAccount, leading its own Lease.
+async fn operator_as_chart(ns: &str, identity: &ChartIdentity) -> Operator {
+    Operator::start_as(
+        ns,
+        vec![
+            format!("--namespaces={ns}"),
+            "--insecure-no-auth".into(),
+            "--leader-election".into(),
+            format!("--leader-election-namespace={ns}"),
+            "--leader-election-identity=chart-sa".into(),
+        ],
+        identity.kubeconfig.clone(),
+    )
+    .await
+}
+
+fn assert_nothing_forbidden(op: &Operator) {
+    let log = op.log_text();
+    assert!(!log.to_lowercase().contains("forbidden"), "a request was forbidden:\n{log}");
+}
 
 #[tokio::test]
 async fn the_operator_starts_and_takes_the_lease_as_the_charts_service_account() {
     with_namespace(|_client, ns| async move {
         let identity = ChartIdentity::install(&ns);
-        let op = Operator::start_as(
-            &ns,
-            vec![
-                format!("--namespaces={ns}"),
-                "--insecure-no-auth".into(),
-                "--leader-election".into(),
-                format!("--leader-election-namespace={ns}"),
-                "--leader-election-identity=chart-sa".into(),
-            ],
-            identity.kubeconfig.clone(),
-        )
-        .await;
+        let op = operator_as_chart(&ns, &identity).await;
         wait::until(
             "the chart's ServiceAccount to hold the Lease",
             Duration::from_secs(15),
@@ -36,11 +53,57 @@ async fn the_operator_starts_and_takes_the_lease_as_the_charts_service_account()
             },
         )
         .await;
-        let log = op.log_text();
-        assert!(
-            !log.contains("forbidden"),
-            "no request was forbidden:\n{log}"
-        );
+        assert_nothing_forbidden(&op);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_window_protects_and_releases_with_only_the_charts_rbac() {
+    with_namespace(|client, ns| async move {
+        let identity = ChartIdentity::install(&ns);
+        let node = format!("{ns}-n0");
+        create_ready_node(&client, &ns, &node).await;
+        let app = deployment("api").node_selector("disruption-guard.io/test-node", &node).build();
+        Api::<Deployment>::namespaced(client.clone(), &ns).create(&PostParams::default(), &app).await.unwrap();
+        let pod = wait::for_some("the pod to be Ready", Duration::from_secs(30), || async {
+            drain::ready_pods(&client, &ns, "api").await.first().and_then(|p| p.metadata.name.clone())
+        })
+        .await;
+        let op = operator_as_chart(&ns, &identity).await;
+
+        window_support::open(&client, &ns, &window_support::window("ci", "api", "10m", json!({}))).await;
+        window_support::until_ready(&client, &ns, "ci", Duration::from_secs(20)).await;
+        assert!(window_support::protected(&client, &ns, &pod, &node).await, "pod and node carry the annotations");
+        wait::until("the window's PDB to block the eviction", Duration::from_secs(20), || async {
+            window_support::evict(&client, &ns, &pod).await == 429
+        })
+        .await;
+
+        window_support::close(&client, &ns, "ci").await;
+        window_support::until_released(&client, &ns, &pod, &node, Duration::from_secs(20)).await;
+        assert_nothing_forbidden(&op);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_drain_watcher_rolls_out_with_only_the_charts_rbac() {
+    with_namespace(|client, ns| async move {
+        let identity = ChartIdentity::install(&ns);
+        let first = format!("{ns}-a");
+        create_ready_node(&client, &ns, &first).await;
+        drain::deploy_lone(&client, &ns, drain::lone(&ns, "db"), &first).await;
+        let second = format!("{ns}-b");
+        create_ready_node(&client, &ns, &second).await;
+        let op = operator_as_chart(&ns, &identity).await;
+
+        let (finished, seconds, stderr) = drain::drain(&first, "60s").await;
+        assert!(finished, "the drain finishes after the watcher's rollout ({seconds:.1}s): {stderr}");
+        let moved = drain::ready_pods(&client, &ns, "db").await;
+        assert_eq!(moved.len(), 1);
+        assert_eq!(drain::node_of(&moved[0]).as_deref(), Some(second.as_str()), "the pod moved to the other node");
+        assert_nothing_forbidden(&op);
     })
     .await;
 }

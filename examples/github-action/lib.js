@@ -13,18 +13,6 @@ function appendTo(fileVar, key, value) {
   if (file) fs.appendFileSync(file, `${key}=${value}\n`);
 }
 
-// Parses "a=b,c=d" into matchLabels; anything richer is sent as-is for the server to parse.
-function selector(text) {
-  if (!text) return {};
-  const matchLabels = {};
-  for (const part of text.split(',')) {
-    const m = part.trim().match(/^([A-Za-z0-9./_-]+)\s*==?\s*([A-Za-z0-9._-]*)$/);
-    if (!m) return { expression: text };
-    matchLabels[m[1]] = m[2];
-  }
-  return { matchLabels };
-}
-
 async function call(method, url, token, body) {
   const res = await fetch(url, {
     method,
@@ -45,4 +33,4 @@ async function call(method, url, token, body) {
   return json;
 }
 
-module.exports = { input, appendTo, selector, call };
+module.exports = { input, appendTo, call };

@@ -1,13 +1,14 @@
 // Opens the window and waits until protection is in effect.
 'use strict';
-const { input, appendTo, selector, call } = require('./lib');
+const { input, appendTo, call } = require('./lib');
 
 async function main() {
   const server = input('server', true).replace(/\/$/, '');
   const token = input('token', true);
   const namespace = input('namespace', true);
   const body = {
-    selector: selector(input('selector')),
+    // Kubernetes selector syntax, parsed by the server: `tier=backend,app in (api,web)`.
+    selector: input('selector') || undefined,
     ttl: input('ttl') || '30m',
     reason: input('reason') || `${process.env.GITHUB_WORKFLOW || 'workflow'} #${process.env.GITHUB_RUN_NUMBER || '?'}`,
     ci: {
@@ -25,7 +26,7 @@ async function main() {
   const timeout = input('wait-timeout') || '60s';
   const url = `${server}/v1/namespaces/${encodeURIComponent(namespace)}/windows?wait=true&timeout=${encodeURIComponent(timeout)}`;
   const window = await call('POST', url, token, body);
-  const name = window.name || (window.metadata && window.metadata.name);
+  const name = window.name;
   appendTo('GITHUB_STATE', 'window', name);
   appendTo('GITHUB_STATE', 'namespace', namespace);
   appendTo('GITHUB_OUTPUT', 'window', name);
