@@ -24,6 +24,9 @@ use super::{apply, report};
 use crate::resources::names::{FIELD_MANAGER, FINALIZER};
 use crate::resources::{Phase, ProtectedSummary, TestWindow, TestWindowStatus};
 
+/// Set once the operator has warned that the installed CRD lacks status fields.
+static OLD_CRD_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// How many writes of one window run at once.
 const WRITE_CONCURRENCY: usize = 16;
 
@@ -158,18 +161,29 @@ async fn write_status(
         .await;
     match applied {
         Err(kube::Error::Api(s)) if s.message.contains("field not declared in schema") => {
-            warn!(
-                window = %window.name_any(),
-                message = %s.message,
-                "the installed TestWindow CRD is older than this operator; run `disruption-guard crd | kubectl apply --server-side -f -`"
-            );
-            let mut next = window.clone();
-            next.status = Some(status.clone());
-            next.metadata.managed_fields = None;
-            api.replace_status(&window.name_any(), &PostParams::default(), &next)
-                .await
-                .map(drop)
-                .map_err(Error::Status)
+            if !OLD_CRD_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                warn!(
+                    message = %s.message,
+                    "the installed TestWindow CRD is older than this operator; status fields it lacks are dropped: run `disruption-guard crd | kubectl apply --server-side -f -`"
+                );
+            }
+            let mut last = None;
+            for _ in 0..3 {
+                let mut next = api
+                    .get_status(&window.name_any())
+                    .await
+                    .map_err(Error::Status)?;
+                next.status = Some(status.clone());
+                next.metadata.managed_fields = None;
+                match api
+                    .replace_status(&window.name_any(), &PostParams::default(), &next)
+                    .await
+                {
+                    Err(e) if is_code(&e, 409) => last = Some(e),
+                    other => return other.map(drop).map_err(Error::Status),
+                }
+            }
+            Err(Error::Status(last.expect("three conflicts")))
         }
         other => other.map(drop).map_err(Error::Status),
     }
