@@ -284,6 +284,7 @@ pub async fn run(state: State) -> anyhow::Result<()> {
         },
         recorder: Recorder::new(client.clone(), reporter),
         synced: AtomicBool::new(false),
+        written: Default::default(),
     });
 
     tokio::spawn(startup(ctx.clone()));

@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::context::Context;
 use super::error::{Error, is_code};
@@ -99,19 +99,28 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         ctx.world(&view.namespace)
     };
     let plan = plan::plan(&view, &world);
+    let started = std::time::Instant::now();
     let failure = write_all(ctx, &view, &plan).await;
     ctx.state.metrics.window.reconciled(plan.writes.len());
+    debug!(
+        window = %view.name,
+        writes = plan.writes.len(),
+        waiting = plan.waiting.len(),
+        write_ms = started.elapsed().as_millis() as u64,
+        "planned and wrote"
+    );
 
     if deleting {
         if let Some(err) = failure {
             return Err(err);
         }
         ctx.state.metrics.window.set_protected(&view.uid, 0, 0);
+        ctx.forget(window);
         remove_finalizer(window, ctx).await?;
         return Ok(Action::await_change());
     }
 
-    let previous = window.status.clone().unwrap_or_default();
+    let previous = ctx.previous_status(window);
     let status = next_status(
         window,
         &previous,
@@ -129,6 +138,7 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
     );
     if status != previous {
         write_status(window, ctx, &status).await?;
+        ctx.remember_status(window, &status);
     }
     events(window, ctx, &previous, &status, &timing, &plan, now).await;
     if let Some(err) = failure {
@@ -278,7 +288,7 @@ fn next_status(
     let generation = window.metadata.generation;
     let transition = match old {
         Some(c) if c.status == status_str => c.last_transition_time.clone(),
-        _ => Time(now),
+        _ => stamp(now),
     };
     let condition = Condition {
         type_: "Ready".into(),
@@ -302,19 +312,25 @@ fn next_status(
     let ready_at = previous
         .ready_at
         .clone()
-        .or_else(|| ready.then_some(Time(now)));
+        .or_else(|| ready.then_some(stamp(now)));
     TestWindowStatus {
         phase: timing.phase,
-        opened_at: Some(Time(timing.opened_at)),
+        opened_at: Some(stamp(timing.opened_at)),
         ready_at,
-        expires_at: Some(Time(timing.expires_at)),
-        ended_at: timing.ended_at.map(Time),
+        expires_at: Some(stamp(timing.expires_at)),
+        ended_at: timing.ended_at.map(stamp),
         protected,
         report,
         conditions: vec![condition],
         observed_generation: generation,
         tracking,
     }
+}
+
+/// A status timestamp, at the one-second precision `metav1.Time` is written with (so that a
+/// status read back equals the status written).
+fn stamp(t: Timestamp) -> Time {
+    Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
 }
 
 fn phase_name(phase: Phase) -> &'static str {
