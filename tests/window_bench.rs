@@ -81,7 +81,17 @@ async fn open_to_ready_latency_for_windows_over_1_10_and_100_deployments() {
         println!(
             "deployments  windows  p50_ms  p99_ms  max_ms  writes_to_open  writes_open_and_release"
         );
-        for (count, rounds) in ROUNDS {
+        // DG_BENCH_SIZES="100:2,10:5" overrides the sizes and rounds.
+        let sizes: Vec<(usize, usize)> = std::env::var("DG_BENCH_SIZES")
+            .ok()
+            .map(|v| {
+                v.split(',')
+                    .filter_map(|p| p.split_once(':'))
+                    .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
+                    .collect()
+            })
+            .unwrap_or_else(|| ROUNDS.to_vec());
+        for (count, rounds) in sizes {
             let group = format!("g{count}");
             for i in 0..count {
                 let d = deployment(&format!("{group}-{i}"))

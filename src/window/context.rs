@@ -1,9 +1,9 @@
 //! What every reconcile shares: the caches (reflector stores) the plan is computed from, the
 //! writer, the Event recorder and the operator's [`State`].
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -18,7 +18,7 @@ use super::apply::Writer;
 use super::fields::keep_own_entries;
 use super::plan::World;
 use crate::operator::State;
-use crate::resources::TestWindow;
+use crate::resources::{TestWindow, TestWindowStatus};
 
 /// Reflector stores of everything the planner reads.
 #[derive(Clone)]
@@ -40,6 +40,10 @@ pub struct Context {
     pub writer: Writer,
     pub recorder: Recorder,
     pub synced: AtomicBool,
+    /// The status last written per window UID, until the cache shows it: a reconcile that
+    /// runs before the watch delivers our own write must not see the older status (it would
+    /// repeat Events such as `Opened`).
+    pub written: Mutex<HashMap<String, TestWindowStatus>>,
 }
 
 fn in_ns<K: Resource>(items: Vec<Arc<K>>, ns: &str) -> Vec<Arc<K>> {
@@ -106,6 +110,37 @@ impl Context {
         world.pdbs = arcs(pdbs.items, |_| {});
         world.node_claims = node_claims.map(|c| arcs(c, |_| {}));
         Ok(world)
+    }
+
+    /// The window's status as last known: its cached status, or the one this operator wrote
+    /// last when the cache has not caught up with that write yet.
+    pub fn previous_status(&self, window: &TestWindow) -> TestWindowStatus {
+        let cached = window.status.clone().unwrap_or_default();
+        let uid = window.metadata.uid.clone().unwrap_or_default();
+        let mut written = self.written.lock().expect("written lock");
+        match written.get(&uid) {
+            Some(status) if *status != cached => status.clone(),
+            Some(_) => {
+                written.remove(&uid);
+                cached
+            }
+            None => cached,
+        }
+    }
+
+    /// Records a status this operator wrote.
+    pub fn remember_status(&self, window: &TestWindow, status: &TestWindowStatus) {
+        let uid = window.metadata.uid.clone().unwrap_or_default();
+        self.written
+            .lock()
+            .expect("written lock")
+            .insert(uid, status.clone());
+    }
+
+    /// Forgets a window that is gone.
+    pub fn forget(&self, window: &TestWindow) {
+        let uid = window.metadata.uid.clone().unwrap_or_default();
+        self.written.lock().expect("written lock").remove(&uid);
     }
 
     /// The API of a window's namespace.

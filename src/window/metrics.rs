@@ -131,3 +131,34 @@ impl WindowMetrics {
         self.protected_nodes.set(map.values().map(|v| v.1).sum());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_exported_under_the_documented_names() {
+        let mut registry = Registry::with_prefix("disruption_guard");
+        let m = WindowMetrics::default();
+        m.register(&mut registry);
+        m.set_phases(&BTreeMap::from([("Active", 2)]));
+        m.error("write_conflict");
+        m.ready_after(0.3);
+        m.reconciled(3);
+        m.set_protected("a", 2, 1);
+        m.set_protected("b", 1, 1);
+        m.set_protected("a", 0, 0);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        for line in [
+            "disruption_guard_windows{phase=\"Active\"} 2",
+            "disruption_guard_window_reconcile_errors_total{category=\"write_conflict\"} 1",
+            "disruption_guard_window_ready_seconds_count 1",
+            "disruption_guard_window_writes_total 3",
+            "disruption_guard_protected_pods 1",
+            "disruption_guard_protected_nodes 1",
+        ] {
+            assert!(out.contains(line), "missing {line} in\n{out}");
+        }
+    }
+}

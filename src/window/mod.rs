@@ -1,8 +1,8 @@
 //! The window controller: protects the pods an open `TestWindow` selects and releases the
 //! protection when the window closes, expires or is deleted.
 //!
-//! Layout: [`timing`] decides phases and times, [`plan`] decides the writes (both pure, with
-//! [`selector`], [`fields`] and [`report`] as helpers); [`apply`] makes the writes;
+//! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
+//! (all pure, with [`selector`], [`fields`] and [`report`] as helpers); [`apply`] makes the writes;
 //! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
 //! leftovers at start-up; this file wires the watches and the controller.
 
@@ -11,6 +11,7 @@ pub mod context;
 pub mod error;
 pub mod fields;
 mod metrics;
+pub mod pdbs;
 pub mod plan;
 pub mod reconcile;
 pub mod report;
@@ -285,6 +286,7 @@ pub async fn run(state: State) -> anyhow::Result<()> {
         },
         recorder: Recorder::new(client.clone(), reporter),
         synced: AtomicBool::new(false),
+        written: Default::default(),
     });
 
     tokio::spawn(startup(ctx.clone()));

@@ -377,3 +377,53 @@ fn the_report_counts_container_restarts_as_disruptions() {
     let (r, _) = report::update(&r, &t, &selected, &w);
     assert_eq!(r.pods_disrupted, 1);
 }
+
+#[test]
+fn the_nodeclaim_of_a_protected_node_is_annotated_and_released_with_it() {
+    let win = view("a", true);
+    let mut w = world(vec![pod("api-1-x", "api-1", "n1")]);
+    let claim: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-abc", "uid": "uid-claim"},
+        "status": {"nodeName": "n1"}
+    }))
+    .unwrap();
+    let other: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-xyz", "uid": "uid-other"},
+        "status": {"nodeName": "n9"}
+    }))
+    .unwrap();
+    w.node_claims = Some(vec![Arc::new(claim), Arc::new(other)]);
+    let p = plan(&win, &w);
+    let claims: Vec<_> = p
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Annotate {
+                target: Target::NodeClaim,
+                name,
+                annotations,
+                ..
+            } => Some((name.clone(), annotations.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        claims,
+        vec![(
+            "default-abc".to_string(),
+            annotations(&[("karpenter.sh/do-not-disrupt", "true")])
+        )]
+    );
+
+    // Once written, an ended window releases it.
+    let claim = Arc::make_mut(&mut w.node_claims.as_mut().unwrap()[0]);
+    claim.metadata.managed_fields = Some(vec![entry(
+        "disruption-guard/a",
+        &["karpenter.sh/do-not-disrupt"],
+    )]);
+    claim.metadata.annotations = Some(annotations(&[("karpenter.sh/do-not-disrupt", "true")]));
+    let p = plan(&view("a", false), &w);
+    assert!(p.writes.iter().any(|w| matches!(w, Write::Annotate { target: Target::NodeClaim, annotations, .. } if annotations.is_empty())));
+}

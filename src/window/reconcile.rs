@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::context::Context;
 use super::error::{Error, is_code};
@@ -23,6 +23,9 @@ use super::timing::{self, Timing};
 use super::{apply, report};
 use crate::resources::names::{FIELD_MANAGER, FINALIZER};
 use crate::resources::{Phase, ProtectedSummary, TestWindow, TestWindowStatus};
+
+/// Set once the operator has warned that the installed CRD lacks status fields.
+static OLD_CRD_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// How many writes of one window run at once.
 const WRITE_CONCURRENCY: usize = 16;
@@ -100,19 +103,28 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         ctx.world(&view.namespace)
     };
     let plan = plan::plan(&view, &world);
+    let started = std::time::Instant::now();
     let failure = write_all(ctx, &view, &plan).await;
     ctx.state.metrics.window.reconciled(plan.writes.len());
+    debug!(
+        window = %view.name,
+        writes = plan.writes.len(),
+        waiting = plan.waiting.len(),
+        write_ms = started.elapsed().as_millis() as u64,
+        "planned and wrote"
+    );
 
     if deleting {
         if let Some(err) = failure {
             return Err(err);
         }
         ctx.state.metrics.window.set_protected(&view.uid, 0, 0);
+        ctx.forget(window);
         remove_finalizer(window, ctx).await?;
         return Ok(Action::await_change());
     }
 
-    let previous = window.status.clone().unwrap_or_default();
+    let previous = ctx.previous_status(window);
     let status = next_status(
         window,
         &previous,
@@ -130,6 +142,7 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
     );
     if status != previous {
         write_status(window, ctx, &status).await?;
+        ctx.remember_status(window, &status);
     }
     events(window, ctx, &previous, &status, &timing, &plan, now).await;
     if let Some(err) = failure {
@@ -162,18 +175,29 @@ async fn write_status(
         .await;
     match applied {
         Err(kube::Error::Api(s)) if s.message.contains("field not declared in schema") => {
-            warn!(
-                window = %window.name_any(),
-                message = %s.message,
-                "the installed TestWindow CRD is older than this operator; run `disruption-guard crd | kubectl apply --server-side -f -`"
-            );
-            let mut next = window.clone();
-            next.status = Some(status.clone());
-            next.metadata.managed_fields = None;
-            api.replace_status(&window.name_any(), &PostParams::default(), &next)
-                .await
-                .map(drop)
-                .map_err(Error::Status)
+            if !OLD_CRD_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                warn!(
+                    message = %s.message,
+                    "the installed TestWindow CRD is older than this operator; status fields it lacks are dropped: run `disruption-guard crd | kubectl apply --server-side -f -`"
+                );
+            }
+            let mut last = None;
+            for _ in 0..3 {
+                let mut next = api
+                    .get_status(&window.name_any())
+                    .await
+                    .map_err(Error::Status)?;
+                next.status = Some(status.clone());
+                next.metadata.managed_fields = None;
+                match api
+                    .replace_status(&window.name_any(), &PostParams::default(), &next)
+                    .await
+                {
+                    Err(e) if is_code(&e, 409) => last = Some(e),
+                    other => return other.map(drop).map_err(Error::Status),
+                }
+            }
+            Err(Error::Status(last.expect("three conflicts")))
         }
         other => other.map(drop).map_err(Error::Status),
     }
@@ -268,7 +292,7 @@ fn next_status(
     let generation = window.metadata.generation;
     let transition = match old {
         Some(c) if c.status == status_str => c.last_transition_time.clone(),
-        _ => Time(now),
+        _ => stamp(now),
     };
     let condition = Condition {
         type_: "Ready".into(),
@@ -292,19 +316,25 @@ fn next_status(
     let ready_at = previous
         .ready_at
         .clone()
-        .or_else(|| ready.then_some(Time(now)));
+        .or_else(|| ready.then_some(stamp(now)));
     TestWindowStatus {
         phase: timing.phase,
-        opened_at: Some(Time(timing.opened_at)),
+        opened_at: Some(stamp(timing.opened_at)),
         ready_at,
-        expires_at: Some(Time(timing.expires_at)),
-        ended_at: timing.ended_at.map(Time),
+        expires_at: Some(stamp(timing.expires_at)),
+        ended_at: timing.ended_at.map(stamp),
         protected,
         report,
         conditions: vec![condition],
         observed_generation: generation,
         tracking,
     }
+}
+
+/// A status timestamp, at the one-second precision `metav1.Time` is written with (so that a
+/// status read back equals the status written).
+fn stamp(t: Timestamp) -> Time {
+    Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
 }
 
 fn phase_name(phase: Phase) -> &'static str {
