@@ -319,3 +319,54 @@ async fn run_leaves_no_active_window_pdb_or_annotation_once_the_controller_runs(
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_sigterm_while_run_waits_for_ready_closes_the_window_and_runs_nothing() {
+    with_namespace(|kube, ns| async move {
+        // Without a controller nothing becomes Ready, so run is still waiting when signalled.
+        let op = Operator::start(&ns, &[]).await;
+        let ran = scratch(&ns, "ran");
+        let child = client(&op, &ns)
+            .env("RAN", &ran)
+            .args([
+                "run",
+                "--wait-timeout",
+                "60s",
+                "--",
+                "sh",
+                "-c",
+                "touch \"$RAN\"",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let windows: Api<TestWindow> = Api::namespaced(kube.clone(), &ns);
+        let name = wait::for_some(
+            "run to open its window",
+            Duration::from_secs(30),
+            || async {
+                windows
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?
+                    .items
+                    .first()
+                    .map(|w| w.metadata.name.clone().unwrap())
+            },
+        )
+        .await;
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the child we spawned.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(143), "{stderr}");
+        assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
+        assert!(!ran.exists(), "the command must not run");
+        assert!(window(&kube, &ns, &name).await.spec.closed, "{stderr}");
+    })
+    .await;
+}

@@ -124,8 +124,25 @@ pub fn router(state: ApiState) -> Router {
         .fallback(handlers::not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(CatchPanicLayer::custom(|_| {
-            problem::ApiError::Unavailable("the server failed while answering".into())
-                .into_response()
+            // A bug, never the client's input: say so honestly, as a problem.
+            let problem = problem::Problem {
+                type_: "https://disruption-guard.io/problems/internal".into(),
+                title: "Internal Server Error".into(),
+                status: 500,
+                detail: "the server failed while answering; see its log".into(),
+                instance: None,
+                window: None,
+            };
+            let mut resp = (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(problem),
+            )
+                .into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static(problem::PROBLEM_JSON),
+            );
+            resp
         }))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

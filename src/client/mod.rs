@@ -45,6 +45,14 @@ pub enum ClientError {
     /// The client is misconfigured.
     #[error("{0}")]
     Config(String),
+    /// A signal stopped the client before it was done.
+    #[error("interrupted by {name}")]
+    Interrupted {
+        /// SIGTERM or SIGINT.
+        name: &'static str,
+        /// 128 + the signal number.
+        code: u8,
+    },
 }
 
 impl ClientError {
@@ -60,6 +68,7 @@ impl ClientError {
             },
             ClientError::Transport(_) => exit::UNAVAILABLE,
             ClientError::Config(_) => exit::CONFIG,
+            ClientError::Interrupted { code, .. } => *code,
         }
     }
 }

@@ -84,12 +84,13 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
     let ready = tokio::select! {
         r = wait::until(backend, ns, &name, "Ready", plan.ready_timeout, wait::ready), if plan.wait_ready => r,
         _ = std::future::ready(()), if !plan.wait_ready => Ok(opened.clone()),
-        _ = term.recv() => Err(ClientError::Config("interrupted by SIGTERM before the command started".into())),
-        _ = int.recv() => Err(ClientError::Config("interrupted by SIGINT before the command started".into())),
+        _ = term.recv() => Err(ClientError::Interrupted { name: "SIGTERM", code: 143 }),
+        _ = int.recv() => Err(ClientError::Interrupted { name: "SIGINT", code: 130 }),
     };
     if let Err(err) = ready {
-        eprintln!("error: {err}");
-        close_and_report(backend, ns, &name, &plan).await;
+        eprintln!("error: {err}; the command was not started");
+        let interrupted = matches!(err, ClientError::Interrupted { .. });
+        close_and_report(backend, ns, &name, &plan, interrupted).await;
         return Ok(ExitCode::from(err.exit_code()));
     }
     if plan.wait_ready {
@@ -110,13 +111,14 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
         Ok(child) => child,
         Err(err) => {
             eprintln!("error: starting {program:?}: {err}");
-            close_and_report(backend, ns, &name, &plan).await;
+            close_and_report(backend, ns, &name, &plan, false).await;
             return Ok(ExitCode::from(127));
         }
     };
     let pid = child.id();
     let mut heartbeat = tokio::time::interval(plan.heartbeat);
     heartbeat.tick().await;
+    let mut signalled = false;
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
@@ -125,8 +127,14 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
                     eprintln!("warning: renewing window {name} failed: {err}");
                 }
             }
-            _ = term.recv() => forward(pid, libc::SIGTERM, "SIGTERM"),
-            _ = int.recv() => forward(pid, libc::SIGINT, "SIGINT"),
+            _ = term.recv() => {
+                signalled = true;
+                forward(pid, libc::SIGTERM, "SIGTERM");
+            }
+            _ = int.recv() => {
+                signalled = true;
+                forward(pid, libc::SIGINT, "SIGINT");
+            }
         }
     };
     let code = match status {
@@ -136,7 +144,7 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
             1
         }
     };
-    close_and_report(backend, ns, &name, &plan).await;
+    close_and_report(backend, ns, &name, &plan, signalled).await;
     Ok(ExitCode::from(code))
 }
 
@@ -150,8 +158,18 @@ fn forward(pid: Option<u32>, sig: libc::c_int, name: &str) {
     }
 }
 
+/// How long to wait for the release after a signal: CI kills a cancelled job soon after its
+/// SIGTERM, and the close itself is already recorded.
+const RELEASE_WAIT_AFTER_SIGNAL: Duration = Duration::from_secs(5);
+
 /// Closes the window, waits for the release, prints the report; failures go to stderr.
-async fn close_and_report(backend: &Backend, ns: &str, name: &str, plan: &RunPlan) {
+async fn close_and_report(
+    backend: &Backend,
+    ns: &str,
+    name: &str,
+    plan: &RunPlan,
+    signalled: bool,
+) {
     let closed = match backend.close(ns, name).await {
         Ok(view) => view,
         Err(err) => {
@@ -163,15 +181,12 @@ async fn close_and_report(backend: &Backend, ns: &str, name: &str, plan: &RunPla
         }
     };
     let released = if plan.wait_ready {
-        wait::until(
-            backend,
-            ns,
-            name,
-            "released",
-            plan.close_timeout,
-            wait::released,
-        )
-        .await
+        let limit = if signalled {
+            RELEASE_WAIT_AFTER_SIGNAL.min(plan.close_timeout)
+        } else {
+            plan.close_timeout
+        };
+        wait::until(backend, ns, name, "released", limit, wait::released).await
     } else {
         Ok(closed.clone())
     };
