@@ -28,7 +28,7 @@ test: lint ## Everything CI runs
 	$(CLUSTER)/build --with-helm --with-karpenter; \
 	trap '$(CLUSTER)/down' EXIT; \
 	eval "$$($(CLUSTER)/up --with-karpenter)"; \
-	cargo test --no-fail-fast
+	cargo test --no-fail-fast -- --show-output
 
 lint:
 	cargo fmt --all -- --check

@@ -34,7 +34,10 @@ async fn operator_as_chart(ns: &str, identity: &ChartIdentity) -> Operator {
 
 fn assert_nothing_forbidden(op: &Operator) {
     let log = op.log_text();
-    assert!(!log.to_lowercase().contains("forbidden"), "a request was forbidden:\n{log}");
+    assert!(
+        !log.to_lowercase().contains("forbidden"),
+        "a request was forbidden:\n{log}"
+    );
 }
 
 #[tokio::test]
@@ -64,20 +67,38 @@ async fn a_window_protects_and_releases_with_only_the_charts_rbac() {
         let identity = ChartIdentity::install(&ns);
         let node = format!("{ns}-n0");
         create_ready_node(&client, &ns, &node).await;
-        let app = deployment("api").node_selector("disruption-guard.io/test-node", &node).build();
-        Api::<Deployment>::namespaced(client.clone(), &ns).create(&PostParams::default(), &app).await.unwrap();
+        let app = deployment("api")
+            .node_selector("disruption-guard.io/test-node", &node)
+            .build();
+        Api::<Deployment>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &app)
+            .await
+            .unwrap();
         let pod = wait::for_some("the pod to be Ready", Duration::from_secs(30), || async {
-            drain::ready_pods(&client, &ns, "api").await.first().and_then(|p| p.metadata.name.clone())
+            drain::ready_pods(&client, &ns, "api")
+                .await
+                .first()
+                .and_then(|p| p.metadata.name.clone())
         })
         .await;
         let op = operator_as_chart(&ns, &identity).await;
 
-        window_support::open(&client, &ns, &window_support::window("ci", "api", "10m", json!({}))).await;
+        window_support::open(
+            &client,
+            &ns,
+            &window_support::window("ci", "api", "10m", json!({})),
+        )
+        .await;
         window_support::until_ready(&client, &ns, "ci", Duration::from_secs(20)).await;
-        assert!(window_support::protected(&client, &ns, &pod, &node).await, "pod and node carry the annotations");
-        wait::until("the window's PDB to block the eviction", Duration::from_secs(20), || async {
-            window_support::evict(&client, &ns, &pod).await == 429
-        })
+        assert!(
+            window_support::protected(&client, &ns, &pod, &node).await,
+            "pod and node carry the annotations"
+        );
+        wait::until(
+            "the window's PDB to block the eviction",
+            Duration::from_secs(20),
+            || async { window_support::evict(&client, &ns, &pod).await == 429 },
+        )
         .await;
 
         window_support::close(&client, &ns, "ci").await;
@@ -99,10 +120,17 @@ async fn the_drain_watcher_rolls_out_with_only_the_charts_rbac() {
         let op = operator_as_chart(&ns, &identity).await;
 
         let (finished, seconds, stderr) = drain::drain(&first, "60s").await;
-        assert!(finished, "the drain finishes after the watcher's rollout ({seconds:.1}s): {stderr}");
+        assert!(
+            finished,
+            "the drain finishes after the watcher's rollout ({seconds:.1}s): {stderr}"
+        );
         let moved = drain::ready_pods(&client, &ns, "db").await;
         assert_eq!(moved.len(), 1);
-        assert_eq!(drain::node_of(&moved[0]).as_deref(), Some(second.as_str()), "the pod moved to the other node");
+        assert_eq!(
+            drain::node_of(&moved[0]).as_deref(),
+            Some(second.as_str()),
+            "the pod moved to the other node"
+        );
         assert_nothing_forbidden(&op);
     })
     .await;

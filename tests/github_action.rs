@@ -28,7 +28,10 @@ fn node_step(script: &str, env: &[(&str, String)]) -> std::process::Output {
 async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
     with_namespace(|client, ns| async move {
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-        deployments.create(&PostParams::default(), &deployment("api").build()).await.unwrap();
+        deployments
+            .create(&PostParams::default(), &deployment("api").build())
+            .await
+            .unwrap();
         let op = Operator::start(&ns, &[]).await;
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("gha-{ns}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -51,7 +54,10 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
         ];
         let main = node_step("main.js", &inputs);
         let stdout = String::from_utf8_lossy(&main.stdout);
-        assert!(main.status.success() && !stdout.contains("::error::"), "main step: {stdout}");
+        assert!(
+            main.status.success() && !stdout.contains("::error::"),
+            "main step: {stdout}"
+        );
         let outputs = std::fs::read_to_string(&output).unwrap();
         let name = outputs
             .lines()
@@ -59,26 +65,60 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
             .expect("window= in GITHUB_OUTPUT")
             .to_string();
         let tw = support::kubectl()
-            .args(["get", "tw", &name, "-n", &ns, "-o", "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}"])
+            .args([
+                "get",
+                "tw",
+                &name,
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}",
+            ])
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&tw.stdout), "Active True", "the window is open and Ready");
+        assert_eq!(
+            String::from_utf8_lossy(&tw.stdout),
+            "Active True",
+            "the window is open and Ready"
+        );
 
         let mut post_env = inputs.clone();
         for line in std::fs::read_to_string(&state).unwrap().lines() {
             let (k, v) = line.split_once('=').unwrap();
-            post_env.push((if k == "window" { "STATE_window" } else { "STATE_namespace" }, v.to_string()));
+            post_env.push((
+                if k == "window" {
+                    "STATE_window"
+                } else {
+                    "STATE_namespace"
+                },
+                v.to_string(),
+            ));
         }
         let post = node_step("post.js", &post_env);
         let stdout = String::from_utf8_lossy(&post.stdout);
-        assert!(post.status.success() && stdout.contains("closed"), "post step: {stdout}");
-        wait::until("the window to be Closed", Duration::from_secs(10), || async {
-            let out = support::kubectl()
-                .args(["get", "tw", &name, "-n", &ns, "-o", "jsonpath={.status.phase}"])
-                .output()
-                .unwrap();
-            String::from_utf8_lossy(&out.stdout) == "Closed"
-        })
+        assert!(
+            post.status.success() && stdout.contains("closed"),
+            "post step: {stdout}"
+        );
+        wait::until(
+            "the window to be Closed",
+            Duration::from_secs(10),
+            || async {
+                let out = support::kubectl()
+                    .args([
+                        "get",
+                        "tw",
+                        &name,
+                        "-n",
+                        &ns,
+                        "-o",
+                        "jsonpath={.status.phase}",
+                    ])
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout) == "Closed"
+            },
+        )
         .await;
     })
     .await;
