@@ -26,6 +26,7 @@ run: ## Local cluster + operator in the foreground (Ctrl-C stops the operator; m
 test: lint ## Everything CI runs
 	@set -euo pipefail; \
 	$(CLUSTER)/build --with-helm --with-karpenter; \
+	tests/fuzz/install >/dev/null; \
 	trap '$(CLUSTER)/down' EXIT; \
 	eval "$$($(CLUSTER)/up --with-karpenter)"; \
 	cargo test --no-fail-fast -- --show-output
