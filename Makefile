@@ -15,7 +15,7 @@ run: ## Local cluster + operator in the foreground (Ctrl-C stops the operator; m
 	cargo build --quiet; \
 	target/debug/disruption-guard crd | kubectl apply --server-side -f - >/dev/null; \
 	kubectl wait --for=condition=Established crd/testwindows.disruption-guard.io --timeout=30s >/dev/null; \
-	printf '\n%s\n' "disruption-guard is starting against the local cluster." \
+	printf '%s\n' "" "disruption-guard is starting against the local cluster." \
 	  "  export KUBECONFIG=$$KUBECONFIG PATH=$$(dirname $$(command -v kubectl)):\$$PATH" \
 	  "  open a window:  curl -s -XPOST http://$(API_ADDR)/v1/namespaces/default/windows -H 'content-type: application/json' -d '{\"ttl\":\"10m\",\"reason\":\"try it\"}'" \
 	  "  list windows:   kubectl get tw -A" \

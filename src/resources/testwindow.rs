@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     doc = "A span of time during which the selected pods are protected from voluntary disruption.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Expires", type_ = "date", json_path = ".status.expiresAt"),
+    // A future date would print as "<invalid>" with type date (kubectl shows dates as ages).
+    printcolumn(name = "Expires", type_ = "string", json_path = ".status.expiresAt"),
     printcolumn(name = "Pods", type_ = "integer", json_path = ".status.protected.pods"),
     printcolumn(
         name = "Nodes",
