@@ -532,6 +532,16 @@ async fn the_report_counts_blocked_evictions_disrupted_nodes_and_pods_deleted_an
         let pod_name = name(&pod);
         open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
         until_ready(&client, &ns, "w", LIMIT).await;
+        // This test is about the report: keep the drain watcher (same operator) from rolling
+        // the Deployment out on the cordon, which would make the deletion below a replacement.
+        Api::<Deployment>::namespaced(client.clone(), &ns)
+            .patch(
+                "api",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"disruption-guard.io/rollout-on-drain": "false"}}})),
+            )
+            .await
+            .unwrap();
 
         // A drain starts: the node is cordoned and the pod stays (its eviction is refused).
         Api::<Node>::all(client.clone())
