@@ -11,22 +11,7 @@ use std::sync::OnceLock;
 use support::repo_root;
 
 fn tool(name: &str) -> PathBuf {
-    let cache = std::env::var_os("DISRUPTION_GUARD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/disruption-guard")
-        });
-    let dir = std::fs::read_dir(&cache)
-        .expect("the component cache (run tests/cluster/build --with-helm)")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("helm-v"))
-                && p.join(name).exists()
-        })
-        .unwrap_or_else(|| panic!("{name} is not built: run tests/cluster/build --with-helm"));
-    dir.join(name)
+    support::cached_tool("helm-v", name)
 }
 
 fn chart() -> PathBuf {

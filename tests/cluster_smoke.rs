@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, EvictParams, ListParams, PostParams};
 use kube::{Api, Client};
+use support::drain::is_ready;
 use support::fixtures::{deployment, pdb_max_unavailable_zero};
 use support::{wait, with_namespace};
 
@@ -27,15 +28,6 @@ async fn ready_pod(client: &Client, ns: &str, app: &str) -> Pod {
         (ready.len() == 1).then(|| ready.into_iter().next().unwrap())
     })
     .await
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 async fn pdb_settled(client: &Client, ns: &str, name: &str, expected_healthy: i32) {

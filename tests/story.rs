@@ -68,20 +68,6 @@ fn service(name: &str) -> Service {
     .unwrap()
 }
 
-async fn karpenter_nodes(client: &Client) -> usize {
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .list(&ListParams::default().labels("karpenter.sh/nodepool=default"))
-        .await
-        .map(|l| {
-            l.items
-                .iter()
-                .filter(|n| n.metadata.deletion_timestamp.is_none())
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 async fn karpenter_node_names(client: &Client) -> BTreeSet<String> {
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
@@ -95,6 +81,10 @@ async fn karpenter_node_names(client: &Client) -> BTreeSet<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+async fn karpenter_nodes(client: &Client) -> usize {
+    karpenter_node_names(client).await.len()
 }
 
 async fn ready_endpoints(slices: &Api<EndpointSlice>, app: &str) -> usize {

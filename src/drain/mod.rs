@@ -28,9 +28,7 @@ use tracing::info;
 
 use crate::operator::State;
 
-/// Deployment annotation recording the node (`<name>/<uid>`) a rollout was made for, so a
-/// restarted operator does not roll the same Deployment out again for the same node.
-pub const ROLLED_OUT_FOR_NODE: &str = "disruption-guard.io/rolled-out-for-node";
+pub use crate::resources::names::ROLLED_OUT_FOR_NODE;
 
 /// Flags of the drain watcher.
 #[derive(Debug, Clone, Args)]

@@ -30,6 +30,9 @@ pub const CA_TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 
 /// Deployment annotation: `"false"` opts a Deployment out of rollouts on drain.
 pub const ROLLOUT_ON_DRAIN: &str = "disruption-guard.io/rollout-on-drain";
+/// Deployment annotation recording the node (`<name>/<uid>`) a drain-watcher rollout was made
+/// for, so a restarted operator does not roll the same Deployment out again for the same node.
+pub const ROLLED_OUT_FOR_NODE: &str = "disruption-guard.io/rolled-out-for-node";
 /// Pod-template annotation `kubectl rollout restart` sets; the drain watcher sets it the same way.
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 

@@ -17,17 +17,7 @@ pub struct ChartIdentity {
 }
 
 fn helm() -> PathBuf {
-    let cache = std::env::var_os("DISRUPTION_GUARD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/disruption-guard")
-        });
-    std::fs::read_dir(&cache)
-        .expect("the component cache")
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("helm"))
-        .find(|p| p.exists())
-        .expect("helm is not built: run tests/cluster/build --with-helm")
+    super::cached_tool("helm-v", "helm")
 }
 
 impl ChartIdentity {

@@ -62,14 +62,33 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// kubectl built for the test cluster (falls back to `kubectl` on PATH).
-pub fn kubectl() -> Command {
-    let cache = std::env::var_os("DISRUPTION_GUARD_CACHE")
+/// The component cache `tests/cluster/build` fills (`DISRUPTION_GUARD_CACHE`).
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("DISRUPTION_GUARD_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/disruption-guard")
-        });
-    let built = cache.join("kubernetes-v1.36.3/kubectl");
+        })
+}
+
+/// A tool built into the cache: `<name>` in the first `<prefix>*` directory that has it.
+pub fn cached_tool(prefix: &str, name: &str) -> PathBuf {
+    std::fs::read_dir(cache_dir())
+        .expect("the component cache (run tests/cluster/build)")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+                && p.join(name).exists()
+        })
+        .map(|p| p.join(name))
+        .unwrap_or_else(|| panic!("{name} is not built: run tests/cluster/build --with-helm"))
+}
+
+/// kubectl built for the test cluster (falls back to `kubectl` on PATH).
+pub fn kubectl() -> Command {
+    let built = cache_dir().join("kubernetes-v1.36.3/kubectl");
     let mut cmd = Command::new(if built.exists() {
         built
     } else {
