@@ -1,8 +1,14 @@
 //! The Helm chart: `helm lint`, `helm template` through kubeconform `--strict` (schemas taken
-//! from the test cluster's own OpenAPI document) for every values file in
-//! `tests/chart/values/`, and a real `helm install` into the test cluster.
+//! from the test cluster's own OpenAPI document, and for the prometheus-operator kinds from
+//! their CRDs in the pinned prometheus-operator Go module) for every values file in
+//! `tests/chart/values/`, the values schema refusing bad values, the generated values table and
+//! dashboard picture being current, and a real `helm install` into the test cluster. The
+//! metric-name checks of the dashboard and alerts live in `tests/chart/metrics.rs`.
 
 mod support;
+
+#[path = "chart/metrics.rs"]
+mod metrics;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -41,24 +47,60 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// kubeconform schemas generated once from the test cluster's /openapi/v2.
+/// The prometheus-operator release whose CRDs (ServiceMonitor, PrometheusRule) the rendered
+/// chart is checked against, and the Go module checksum that pins its content.
+const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus-operator@v0.85.0";
+const PROMETHEUS_OPERATOR_SUM: &str = "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s=";
+
+/// The ServiceMonitor and PrometheusRule CRDs, as JSON, from the prometheus-operator module
+/// (downloaded through the Go module proxy into the module cache, checksum verified).
+fn monitoring_crds() -> Vec<u8> {
+    let out = run(Command::new("go")
+        .args(["mod", "download", "-json", PROMETHEUS_OPERATOR])
+        .current_dir(env!("CARGO_TARGET_TMPDIR")));
+    let module: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        module["Sum"], PROMETHEUS_OPERATOR_SUM,
+        "{PROMETHEUS_OPERATOR} is not the pinned module"
+    );
+    let dir = Path::new(module["Dir"].as_str().unwrap()).join("example/prometheus-operator-crd");
+    let crds: Vec<serde_json::Value> = ["servicemonitors", "prometheusrules"]
+        .iter()
+        .map(|plural| {
+            let path = dir.join(format!("monitoring.coreos.com_{plural}.yaml"));
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            serde_yaml::from_str(&text).unwrap()
+        })
+        .collect();
+    serde_json::to_vec(&crds).unwrap()
+}
+
+/// Runs tests/chart/openapi-to-jsonschema.py with `args`, feeding it `input`.
+fn generate_schemas(args: &[&std::ffi::OsStr], input: &[u8]) {
+    let mut generator = Command::new("python3")
+        .arg(repo_root().join("tests/chart/openapi-to-jsonschema.py"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    generator.stdin.take().unwrap().write_all(input).unwrap();
+    assert!(
+        generator.wait().unwrap().success(),
+        "generating schemas failed"
+    );
+}
+
+/// kubeconform schemas generated once from the test cluster's /openapi/v2 and the
+/// prometheus-operator CRDs.
 fn schemas() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kubeconform-schemas");
         let openapi = run(support::kubectl().args(["get", "--raw", "/openapi/v2"])).stdout;
-        let mut generator = Command::new("python3")
-            .arg(repo_root().join("tests/chart/openapi-to-jsonschema.py"))
-            .arg(&dir)
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        generator.stdin.take().unwrap().write_all(&openapi).unwrap();
-        assert!(
-            generator.wait().unwrap().success(),
-            "generating schemas failed"
-        );
+        generate_schemas(&[dir.as_os_str()], &openapi);
+        generate_schemas(&["--crds".as_ref(), dir.as_os_str()], &monitoring_crds());
         dir
     })
 }
@@ -97,16 +139,8 @@ fn every_rendered_values_file_passes_kubeconform_strict() {
             values.file_name().unwrap().to_string_lossy()
         ));
         std::fs::write(&file, &rendered).unwrap();
-        // prometheus-operator kinds have no schema in a cluster without its CRDs.
         let out = run(Command::new(tool("kubeconform"))
-            .args([
-                "-strict",
-                "-summary",
-                "-output",
-                "text",
-                "-skip",
-                "ServiceMonitor,PrometheusRule",
-            ])
+            .args(["-strict", "-summary", "-output", "text"])
             .arg("-schema-location")
             .arg(format!(
                 "{}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json",
@@ -115,30 +149,178 @@ fn every_rendered_values_file_passes_kubeconform_strict() {
             .arg(&file));
         let summary = String::from_utf8_lossy(&out.stdout);
         eprintln!("{}: {summary}", values.display());
-        assert!(summary.contains("Invalid: 0, Errors: 0"), "{summary}");
+        assert!(
+            summary.contains("Invalid: 0, Errors: 0, Skipped: 0"),
+            "{summary}"
+        );
     }
 }
 
 #[test]
 fn kubeconform_rejects_a_manifest_with_an_unknown_field() {
-    // Proves the strict schemas bite: the same check as above on a broken Deployment.
-    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("broken.yaml");
-    std::fs::write(
-        &file,
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  replicas: 1\n  replicaz: 2\n  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec: {containers: [{name: c, image: i}]}\n",
-    )
-    .unwrap();
-    let out = Command::new(tool("kubeconform"))
-        .args(["-strict", "-summary"])
-        .arg("-schema-location")
-        .arg(format!(
-            "{}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json",
-            schemas().display()
-        ))
+    // Proves the strict schemas bite: the same check as above on a broken Deployment and a
+    // broken PrometheusRule (an alert with `fore:` instead of `for:`).
+    for (name, manifest) in [
+        (
+            "replicaz",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  replicas: 1\n  replicaz: 2\n  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec: {containers: [{name: c, image: i}]}\n",
+        ),
+        (
+            "fore",
+            "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: x}\nspec:\n  groups:\n    - name: g\n      rules:\n        - {alert: A, expr: up == 0, fore: 5m}\n",
+        ),
+    ] {
+        let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("broken-{name}.yaml"));
+        std::fs::write(&file, manifest).unwrap();
+        let out = Command::new(tool("kubeconform"))
+            .args(["-strict", "-summary"])
+            .arg("-schema-location")
+            .arg(format!(
+                "{}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json",
+                schemas().display()
+            ))
+            .arg(&file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "kubeconform must reject {name}");
+        assert!(
+            text.contains(&format!("additional properties '{name}' not allowed")),
+            "{text}"
+        );
+    }
+}
+
+/// `helm template` of the chart with `values` (YAML text) and extra arguments.
+fn template(values: &str, extra: &[&str]) -> Output {
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "values-{:016x}.yaml",
+        values
+            .bytes()
+            .fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b))
+                .wrapping_mul(0x100000001b3))
+    ));
+    std::fs::write(&file, values).unwrap();
+    Command::new(tool("helm"))
+        .args(["template", "guard", "--namespace", "guard-system"])
+        .args(["--kube-version", "1.36.3"])
+        .arg(chart())
+        .arg("-f")
+        .arg(&file)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_values_schema_refuses_a_wrong_type_with_a_clear_message() {
+    for (values, expect) in [
+        ("replicas: \"two\"\n", "replicas"),
+        (
+            "leaderElection: {enabled: \"yes\"}\n",
+            "leaderElection/enabled",
+        ),
+        ("api: {port: 70000}\n", "api/port"),
+        ("image: {pullPolicy: Sometimes}\n", "pullPolicy"),
+        ("replica: 3\n", "replica"),
+        ("serviceMonitor: {interval: soon}\n", "interval"),
+    ] {
+        let out = template(values, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "helm template accepted {values:?}");
+        assert!(
+            stderr.contains("values don't meet the specifications of the schema")
+                && stderr.contains(expect),
+            "the refusal of {values:?} does not name {expect}: {stderr}"
+        );
+        eprintln!("{}: {}", values.trim(), stderr.trim());
+    }
+    // helm lint refuses the same way.
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("replicas-two.yaml");
+    std::fs::write(&file, "replicas: \"two\"\n").unwrap();
+    let lint = Command::new(tool("helm"))
+        .args(["lint", "--strict"])
+        .arg(chart())
+        .arg("-f")
         .arg(&file)
         .output()
         .unwrap();
-    assert!(!out.status.success(), "kubeconform must reject replicaz");
+    let text = String::from_utf8_lossy(&lint.stdout);
+    assert!(!lint.status.success(), "helm lint accepted replicas: two");
+    assert!(text.contains("replicas"), "{text}");
+}
+
+#[test]
+fn the_readme_values_table_is_generated_from_values_yaml() {
+    let out = run(Command::new("python3").arg(repo_root().join("tests/chart/values-table.py")));
+    let generated = String::from_utf8(out.stdout).unwrap();
+    let path = chart().join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let begin = readme
+        .find("<!-- values-table:begin")
+        .and_then(|i| readme[i..].find('\n').map(|j| i + j + 1))
+        .expect("the README's values-table:begin marker");
+    let end = readme
+        .find("<!-- values-table:end -->")
+        .expect("the README's values-table:end marker");
+    let table = &readme[begin..end];
+    if table != generated {
+        let line = table
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| table.lines().count().min(generated.lines().count()));
+        panic!(
+            "the values table in {} drifted from values.yaml (first difference at table line {}): regenerate it with `python3 tests/chart/values-table.py --write`",
+            path.display(),
+            line + 1
+        );
+    }
+}
+
+#[test]
+fn the_dashboard_configmap_carries_the_dashboard_for_the_grafana_sidecar() {
+    let out = template(
+        "dashboard: {enabled: true, namespace: monitoring}\n",
+        &["--show-only", "templates/dashboard-configmap.yaml"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cm: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    assert_eq!(cm["metadata"]["namespace"], "monitoring");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: serde_json::Value =
+        serde_json::from_str(cm["data"]["disruption-guard.json"].as_str().unwrap()).unwrap();
+    let file: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(chart().join("dashboards/disruption-guard.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(shipped, file);
+    // Every query goes through the data source variable, so the dashboard works in any Grafana.
+    let vars = file["templating"]["list"].as_array().unwrap();
+    assert!(
+        vars.iter()
+            .any(|v| v["type"] == "datasource" && v["name"] == "datasource")
+    );
+    for panel in file["panels"].as_array().unwrap() {
+        if panel["type"] != "row" {
+            assert_eq!(
+                panel["datasource"]["uid"], "${datasource}",
+                "{}",
+                panel["title"]
+            );
+        }
+    }
+    // Without the value, the ConfigMap lands in the release namespace.
+    let out = template(
+        "dashboard: {enabled: true}\n",
+        &["--show-only", "templates/dashboard-configmap.yaml"],
+    );
+    let cm: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    assert_eq!(cm["metadata"]["namespace"], "guard-system");
 }
 
 #[tokio::test]
