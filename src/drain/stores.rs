@@ -3,7 +3,8 @@
 //! triggers their changes send to the watcher loop.
 //!
 //! Watches are narrow:
-//! - nodes: full objects (taints and `spec.unschedulable` are in the spec), cluster-wide;
+//! - nodes: full objects (taints and `spec.unschedulable` are in the spec), cluster-wide, stored
+//!   without their status and managed fields;
 //! - pods: a metadata-only watch cannot be used, since `spec.nodeName` is needed. Instead a full
 //!   watch narrowed by the field selector `spec.nodeName!=,status.phase!=Succeeded,
 //!   status.phase!=Failed` (scheduled, running pods only), trimmed before it is stored to the
@@ -76,7 +77,10 @@ impl Stores {
         let (nodes, writer) = reflector::store();
         let stream = watcher(Api::<Node>::all(client.clone()), plain())
             .default_backoff()
-            .modify(|n: &mut Node| n.metadata.managed_fields = None)
+            .modify(|n: &mut Node| {
+                n.metadata.managed_fields = None;
+                n.status = None;
+            })
             .reflect(writer);
         tasks.push(drive(
             "nodes",

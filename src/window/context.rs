@@ -15,7 +15,6 @@ use kube::{Api, Resource, ResourceExt};
 use tracing::debug;
 
 use super::apply::Writer;
-use super::fields::keep_own_entries;
 use super::plan::World;
 use crate::operator::State;
 use crate::resources::{TestWindow, TestWindowStatus};
@@ -103,10 +102,8 @@ impl Context {
             None => None,
         };
         let mut world = self.world(ns);
-        world.pods = arcs(pods.items, |p: &mut Pod| keep_own_entries(&mut p.metadata));
-        world.nodes = arcs(nodes.items, |n: &mut Node| {
-            keep_own_entries(&mut n.metadata)
-        });
+        world.pods = arcs(pods.items, super::trim::pod);
+        world.nodes = arcs(nodes.items, super::trim::node);
         world.pdbs = arcs(pdbs.items, |_| {});
         world.node_claims = node_claims.map(|c| arcs(c, |_| {}));
         Ok(world)

@@ -2,7 +2,8 @@
 //! protection when the window closes, expires or is deleted.
 //!
 //! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
-//! (all pure, with [`selector`], [`fields`] and [`report`] as helpers); [`apply`] makes the writes;
+//! (all pure, with [`selector`], [`fields`] and [`report`] as helpers); [`trim`] keeps what they
+//! read of cached objects; [`apply`] makes the writes;
 //! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
 //! leftovers at start-up; this file wires the watches and the controller.
 
@@ -18,6 +19,7 @@ pub mod report;
 pub mod selector;
 pub mod sweep;
 pub mod timing;
+pub mod trim;
 
 #[cfg(test)]
 mod plan_tests;
@@ -100,7 +102,7 @@ where
 }
 
 /// A cache that is only read (never triggers a reconcile), driven by its own task.
-fn cache<K>(api: Api<K>, trim: fn(&mut K)) -> (Store<K>, tokio::task::JoinHandle<()>)
+fn cache<K>(api: Api<K>, strip: fn(&mut K)) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -114,7 +116,7 @@ where
     let task = tokio::spawn(
         watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(trim)
+            .modify(strip)
             .reflect(writer)
             .for_each(|event| {
                 if let Err(err) = event {
@@ -192,14 +194,14 @@ pub async fn run(state: State) -> anyhow::Result<()> {
     let (pods, pods_writer) = reflector::store();
     let pod_stream = watcher(scoped::<Pod>(&client, &namespaces), cfg.clone())
         .default_backoff()
-        .modify(|p: &mut Pod| keep_own_entries(&mut p.metadata))
+        .modify(trim::pod)
         .reflect(pods_writer)
         .touched_objects();
 
     let (nodes, nodes_writer) = reflector::store();
     let node_stream = watcher(Api::<Node>::all(client.clone()), cfg.clone())
         .default_backoff()
-        .modify(|n: &mut Node| keep_own_entries(&mut n.metadata))
+        .modify(trim::node)
         .reflect(nodes_writer)
         .touched_objects()
         .predicate_filter(node_fingerprint, PredicateConfig::default());
@@ -213,15 +215,16 @@ pub async fn run(state: State) -> anyhow::Result<()> {
     .reflect(pdbs_writer)
     .touched_objects();
 
-    let (replica_sets, rs_task) = cache(scoped::<ReplicaSet>(&client, &namespaces), |r| {
-        r.metadata.managed_fields = None
-    });
-    let (deployments, dep_task) = cache(scoped::<Deployment>(&client, &namespaces), |d| {
-        keep_own_entries(&mut d.metadata)
-    });
-    let (stateful_sets, sts_task) = cache(scoped::<StatefulSet>(&client, &namespaces), |s| {
-        s.metadata.managed_fields = None
-    });
+    let (replica_sets, rs_task) = cache(
+        scoped::<ReplicaSet>(&client, &namespaces),
+        trim::replica_set,
+    );
+    let (deployments, dep_task) =
+        cache(scoped::<Deployment>(&client, &namespaces), trim::deployment);
+    let (stateful_sets, sts_task) = cache(
+        scoped::<StatefulSet>(&client, &namespaces),
+        trim::stateful_set,
+    );
 
     let claim_resource = discover_node_claims(&client).await;
     let mut claim_store = None;
