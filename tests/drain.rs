@@ -14,7 +14,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
-use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::drain::*;
 use support::operator::Operator;
@@ -426,112 +426,18 @@ async fn namespaces_outside_the_drain_namespace_selector_are_left_alone() {
 #[tokio::test]
 #[ignore = "benchmark: prints figures"]
 async fn signal_to_rollout_latency_beside_a_bare_watch() {
-    use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
-
     let n: usize = std::env::var("DRAIN_BENCH_N")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
     with_namespace(move |client, ns| async move {
-        let nodes: Api<Node> = Api::all(client.clone());
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
         let names = [format!("{ns}-a"), format!("{ns}-b")];
         create_ready_node(&client, &ns, &names[0]).await;
         let app = deploy_lone(&client, &ns, lone(&ns, "bench"), &names[0]).await;
         create_ready_node(&client, &ns, &names[1]).await;
         let operator = Operator::start(&ns, &[]).await;
 
-        // (instant, node name, tainted) and (instant, generation), from bare watches.
-        let (node_tx, mut node_rx) = tokio::sync::mpsc::unbounded_channel();
-        let node_watch = watcher(
-            nodes.clone(),
-            watcher::Config::default().labels(&format!("{TEST_NAMESPACE_LABEL}={ns}")),
-        )
-        .applied_objects();
-        let node_task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(node_watch);
-            while let Some(Ok(node)) = stream.next().await {
-                let tainted = node
-                    .spec
-                    .and_then(|s| s.taints)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|t| t.key == "karpenter.sh/disrupted");
-                let _ = node_tx.send((Instant::now(), node.metadata.name.unwrap(), tainted));
-            }
-        });
-        let (dep_tx, mut dep_rx) = tokio::sync::mpsc::unbounded_channel();
-        let dep_watch = watcher(deployments.clone(), watcher::Config::default()).applied_objects();
-        let dep_task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(dep_watch);
-            while let Some(Ok(d)) = stream.next().await {
-                let _ = dep_tx.send((Instant::now(), d.metadata.generation.unwrap_or(0)));
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(500)).await;
-
-        let (mut floor, mut rollout) = (Vec::new(), Vec::new());
-        let mut expected_generation = generation(&client, &ns, &app).await.unwrap();
-        for i in 0..n {
-            let (from, to) = (&names[i % 2], &names[(i + 1) % 2]);
-            while node_rx.try_recv().is_ok() {}
-            while dep_rx.try_recv().is_ok() {}
-            expected_generation += 1;
-            let patch = disrupted_taint_patch(&nodes, from, true).await;
-            let started = Instant::now();
-            nodes
-                .patch(from, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .unwrap();
-            let seen = loop {
-                let (at, name, tainted) = node_rx.recv().await.unwrap();
-                if &name == from && tainted {
-                    break at;
-                }
-            };
-            let patched = loop {
-                let (at, generation) = tokio::time::timeout(LIMIT, dep_rx.recv())
-                    .await
-                    .expect("the rollout within the limit")
-                    .unwrap();
-                if generation >= expected_generation {
-                    break at;
-                }
-            };
-            floor.push((seen - started).as_secs_f64() * 1000.0);
-            rollout.push((patched - started).as_secs_f64() * 1000.0);
-            wait::until("the pod to move", LIMIT, || async {
-                let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-                let all = pods.list(&ListParams::default()).await.unwrap().items;
-                all.len() == 1 && is_ready(&all[0]) && node_of(&all[0]).as_deref() == Some(to)
-            })
-            .await;
-            set_disrupted_taint(&nodes, from, false).await;
-            // Measure the steady path: the next disruption finds no rollout in progress.
-            wait::until("the rollout to complete", LIMIT, || async {
-                let d = deployments.get(&app).await.unwrap();
-                let s = d.status.unwrap_or_default();
-                s.observed_generation == d.metadata.generation
-                    && s.replicas == Some(1)
-                    && s.updated_replicas == Some(1)
-                    && s.available_replicas == Some(1)
-            })
-            .await;
-            wait::until("the PDB to block again", LIMIT, || async {
-                let pdb = pdbs.get(&app).await.unwrap();
-                pdb.status.is_some_and(|s| {
-                    s.observed_generation == pdb.metadata.generation
-                        && s.current_healthy == 1
-                        && s.disruptions_allowed == 0
-                })
-            })
-            .await;
-        }
-        node_task.abort();
-        dep_task.abort();
-
+        let (mut floor, mut rollout) = signal_to_rollout(&client, &ns, &names, &app, n).await;
         floor.sort_by(f64::total_cmp);
         rollout.sort_by(f64::total_cmp);
         println!("signal → rollout over {n} disruptions (ms, from just before the taint PATCH)");

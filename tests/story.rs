@@ -12,13 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use support::operator::Operator;
-use support::{wait, with_namespace};
+use support::{karpenter, wait, with_namespace};
 
 const APPS: [&str; 2] = ["cart", "checkout"];
 /// Long enough for several Karpenter disruption cycles (10 s poll + 15 s validation each).
@@ -66,25 +66,6 @@ fn service(name: &str) -> Service {
         "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}
     }))
     .unwrap()
-}
-
-async fn karpenter_node_names(client: &Client) -> BTreeSet<String> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .list(&ListParams::default().labels("karpenter.sh/nodepool=default"))
-        .await
-        .map(|l| {
-            l.items
-                .into_iter()
-                .filter(|n| n.metadata.deletion_timestamp.is_none())
-                .filter_map(|n| n.metadata.name)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-async fn karpenter_nodes(client: &Client) -> usize {
-    karpenter_node_names(client).await.len()
 }
 
 async fn ready_endpoints(slices: &Api<EndpointSlice>, app: &str) -> usize {
@@ -142,7 +123,7 @@ async fn run_story(
         .await;
     }
     // 2. The rollout: the surge pod does not fit beside the others, Karpenter adds a node.
-    let before = karpenter_nodes(&client).await;
+    let before = karpenter::node_names(&client).await.len();
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.invalid/cart:v2"}]}}}});
     deployments
         .patch("cart", &PatchParams::default(), &Patch::Strategic(&patch))
@@ -154,7 +135,7 @@ async fn run_story(
     .await;
     eprintln!(
         "story: Karpenter nodes before the rollout {before}, after {}",
-        karpenter_nodes(&client).await
+        karpenter::node_names(&client).await.len()
     );
 
     // 3./4. The tests start; when guarded, `disruption-guard run` starts them only once the
@@ -217,9 +198,10 @@ async fn run_story(
         }
         if last_node_sample.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
             last_node_sample = Some(Instant::now());
-            figures
-                .nodes_over_time
-                .push((started.elapsed().as_secs(), karpenter_nodes(&client).await));
+            figures.nodes_over_time.push((
+                started.elapsed().as_secs(),
+                karpenter::node_names(&client).await.len(),
+            ));
             if let Ok(list) = pods.list(&ListParams::default().labels("story=true")).await {
                 seen.extend(list.items.into_iter().filter_map(|p| p.metadata.name));
             }
@@ -235,12 +217,12 @@ async fn run_story(
             "disruption-guard run exits with sleep's code 0"
         );
         let closed = Instant::now();
-        let at_close = karpenter_node_names(&client).await;
+        let at_close = karpenter::node_names(&client).await;
         wait::until(
             "Karpenter to consolidate again after the window",
             Duration::from_secs(240),
             || async {
-                let now = karpenter_node_names(&client).await;
+                let now = karpenter::node_names(&client).await;
                 now.len() <= target_nodes && !at_close.is_subset(&now)
             },
         )
@@ -248,6 +230,20 @@ async fn run_story(
         figures.consolidated_after_close = Some(closed.elapsed());
     }
     figures
+}
+
+/// Node-minutes the Karpenter nodes were up during the test period (each node sample held
+/// until the next one).
+fn node_minutes(f: &RunFigures) -> f64 {
+    let end = TEST_PERIOD.as_secs();
+    f.nodes_over_time
+        .iter()
+        .enumerate()
+        .map(|(i, (t, n))| {
+            let next = f.nodes_over_time.get(i + 1).map_or(end, |(t, _)| *t);
+            (*n as f64) * next.saturating_sub(*t) as f64 / 60.0
+        })
+        .sum()
 }
 
 fn print(label: &str, f: &RunFigures) {
@@ -260,6 +256,11 @@ fn print(label: &str, f: &RunFigures) {
         "story [{label}] Karpenter nodes over time (s, nodes): {:?}",
         f.nodes_over_time
     );
+    eprintln!(
+        "story [{label}] node-minutes during the {}s test period: {:.2}",
+        TEST_PERIOD.as_secs(),
+        node_minutes(f)
+    );
     if let Some(after) = f.consolidated_after_close {
         eprintln!("story [{label}] Karpenter consolidated again {after:?} after the window closed");
     }
@@ -267,13 +268,7 @@ fn print(label: &str, f: &RunFigures) {
 
 async fn story(guarded: bool, target_nodes: usize) -> RunFigures {
     let client = support::client().await;
-    // Start from an empty pool: nodes of an earlier run must not host this one.
-    wait::until(
-        "Karpenter to remove leftover nodes",
-        Duration::from_secs(180),
-        || async { karpenter_nodes(&client).await == 0 },
-    )
-    .await;
+    karpenter::until_no_nodes(&client).await;
     let (tx, rx) = tokio::sync::oneshot::channel();
     with_namespace(move |client, ns| async move {
         let op = if guarded {
@@ -290,14 +285,7 @@ async fn story(guarded: bool, target_nodes: usize) -> RunFigures {
 
 #[tokio::test]
 async fn karpenter_consolidation_kills_lone_pods_mid_test_unless_a_window_protects_them() {
-    let karpenter = support::kubectl()
-        .args(["get", "nodepool", "default"])
-        .output()
-        .unwrap();
-    assert!(
-        karpenter.status.success(),
-        "Karpenter is not running: start it with tests/cluster/up --with-karpenter"
-    );
+    karpenter::require();
 
     let without = story(false, 0).await;
     print("without the guard", &without);

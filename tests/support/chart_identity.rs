@@ -61,42 +61,59 @@ impl ChartIdentity {
         );
 
         let sa = format!("{release}-disruption-guard");
-        let token = super::kubectl()
-            .args(["create", "token", &sa, "-n", ns, "--duration=2h"])
-            .output()
-            .unwrap();
-        assert!(
-            token.status.success(),
-            "kubectl create token: {}",
-            String::from_utf8_lossy(&token.stderr)
-        );
-        let token = String::from_utf8(token.stdout).unwrap().trim().to_string();
-
-        let admin = Kubeconfig::read_from(super::kubeconfig()).unwrap();
-        let cluster = admin.clusters[0].cluster.clone().unwrap();
-        let kubeconfig =
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chart-sa-{ns}.kubeconfig"));
-        let yaml = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "test", "cluster": {
-                "server": cluster.server,
-                "certificate-authority": cluster.certificate_authority,
-            }}],
-            "users": [{"name": "chart-sa", "user": {"token": token}}],
-            "contexts": [{"name": "chart-sa", "context": {"cluster": "test", "user": "chart-sa", "namespace": ns}}],
-            "current-context": "chart-sa",
-        });
-        std::fs::write(&kubeconfig, serde_json::to_vec(&yaml).unwrap()).unwrap();
         ChartIdentity {
-            kubeconfig,
+            kubeconfig: token_kubeconfig(ns, &sa),
             rendered,
+        }
+    }
+
+    /// The identity of release `release`'s ServiceAccount, installed by `helm install` (nothing
+    /// is applied or deleted here).
+    pub fn of_release(ns: &str, release: &str) -> ChartIdentity {
+        ChartIdentity {
+            kubeconfig: token_kubeconfig(ns, &format!("{release}-disruption-guard")),
+            rendered: Vec::new(),
         }
     }
 }
 
+/// Mints a token for ServiceAccount `sa` in `ns` and writes a kubeconfig that uses it.
+fn token_kubeconfig(ns: &str, sa: &str) -> PathBuf {
+    let token = super::kubectl()
+        .args(["create", "token", sa, "-n", ns, "--duration=2h"])
+        .output()
+        .unwrap();
+    assert!(
+        token.status.success(),
+        "kubectl create token: {}",
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let token = String::from_utf8(token.stdout).unwrap().trim().to_string();
+
+    let admin = Kubeconfig::read_from(super::kubeconfig()).unwrap();
+    let cluster = admin.clusters[0].cluster.clone().unwrap();
+    let kubeconfig =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chart-sa-{ns}.kubeconfig"));
+    let yaml = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {
+            "server": cluster.server,
+            "certificate-authority": cluster.certificate_authority,
+        }}],
+        "users": [{"name": "chart-sa", "user": {"token": token}}],
+        "contexts": [{"name": "chart-sa", "context": {"cluster": "test", "user": "chart-sa", "namespace": ns}}],
+        "current-context": "chart-sa",
+    });
+    std::fs::write(&kubeconfig, serde_json::to_vec(&yaml).unwrap()).unwrap();
+    kubeconfig
+}
+
 impl Drop for ChartIdentity {
     fn drop(&mut self) {
+        if self.rendered.is_empty() {
+            return;
+        }
         if let Ok(mut delete) = super::kubectl()
             .args(["delete", "--ignore-not-found", "--wait=false", "-f", "-"])
             .stdin(Stdio::piped())

@@ -240,3 +240,117 @@ pub async fn set_disrupted_taint(nodes: &Api<Node>, name: &str, on: bool) {
         .await
         .unwrap();
 }
+
+/// Disrupts the node hosting lone Deployment `app` `n` times (the `karpenter.sh/disrupted`
+/// taint, alternating between the two `nodes`) and returns, in milliseconds from just before
+/// each taint PATCH, when a bare watch saw the taint (the floor) and when a bare watch saw the
+/// operator's rollout patch. Each round waits for the pod to move, the rollout to complete and
+/// the PDB to block again, so every round measures the steady path.
+pub async fn signal_to_rollout(
+    client: &Client,
+    ns: &str,
+    names: &[String; 2],
+    app: &str,
+    n: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    // (instant, node name, tainted) and (instant, generation), from bare watches.
+    let (node_tx, mut node_rx) = tokio::sync::mpsc::unbounded_channel();
+    let node_watch = watcher(
+        nodes.clone(),
+        watcher::Config::default().labels(&format!("{TEST_NAMESPACE_LABEL}={ns}")),
+    )
+    .applied_objects();
+    let node_task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(node_watch);
+        while let Some(Ok(node)) = stream.next().await {
+            let tainted = node
+                .spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key == "karpenter.sh/disrupted");
+            let _ = node_tx.send((Instant::now(), node.metadata.name.unwrap(), tainted));
+        }
+    });
+    let (dep_tx, mut dep_rx) = tokio::sync::mpsc::unbounded_channel();
+    let dep_watch = watcher(
+        deployments.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={app}")),
+    )
+    .applied_objects();
+    let dep_task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(dep_watch);
+        while let Some(Ok(d)) = stream.next().await {
+            let _ = dep_tx.send((Instant::now(), d.metadata.generation.unwrap_or(0)));
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (mut floor, mut rollout) = (Vec::new(), Vec::new());
+    let mut expected_generation = generation(client, ns, app).await.unwrap();
+    for i in 0..n {
+        let (from, to) = (&names[i % 2], &names[(i + 1) % 2]);
+        while node_rx.try_recv().is_ok() {}
+        while dep_rx.try_recv().is_ok() {}
+        expected_generation += 1;
+        let patch = disrupted_taint_patch(&nodes, from, true).await;
+        let started = Instant::now();
+        nodes
+            .patch(from, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+        let seen = loop {
+            let (at, name, tainted) = node_rx.recv().await.unwrap();
+            if &name == from && tainted {
+                break at;
+            }
+        };
+        let patched = loop {
+            let (at, generation) = tokio::time::timeout(LIMIT, dep_rx.recv())
+                .await
+                .expect("the rollout within the limit")
+                .unwrap();
+            if generation >= expected_generation {
+                break at;
+            }
+        };
+        floor.push((seen - started).as_secs_f64() * 1000.0);
+        rollout.push((patched - started).as_secs_f64() * 1000.0);
+        wait::until("the pod to move", LIMIT, || async {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+            let mine = ListParams::default().labels(&format!("app={app}"));
+            let all = pods.list(&mine).await.unwrap().items;
+            all.len() == 1 && is_ready(&all[0]) && node_of(&all[0]).as_deref() == Some(to)
+        })
+        .await;
+        set_disrupted_taint(&nodes, from, false).await;
+        // Measure the steady path: the next disruption finds no rollout in progress.
+        wait::until("the rollout to complete", LIMIT, || async {
+            let d = deployments.get(app).await.unwrap();
+            let s = d.status.unwrap_or_default();
+            s.observed_generation == d.metadata.generation
+                && s.replicas == Some(1)
+                && s.updated_replicas == Some(1)
+                && s.available_replicas == Some(1)
+        })
+        .await;
+        wait::until("the PDB to block again", LIMIT, || async {
+            let pdb = pdbs.get(app).await.unwrap();
+            pdb.status.is_some_and(|s| {
+                s.observed_generation == pdb.metadata.generation
+                    && s.current_healthy == 1
+                    && s.disruptions_allowed == 0
+            })
+        })
+        .await;
+    }
+    node_task.abort();
+    dep_task.abort();
+    (floor, rollout)
+}

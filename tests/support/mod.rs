@@ -9,6 +9,7 @@
 pub mod chart_identity;
 pub mod drain;
 pub mod fixtures;
+pub mod karpenter;
 pub mod operator;
 pub mod wait;
 

@@ -1,0 +1,69 @@
+//! Helpers of the tests that run with the real Karpenter (`tests/cluster/up --with-karpenter`):
+//! its presence, its nodes, and its NodeClaims.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::{Api, Client};
+
+use super::wait;
+
+/// Fails the test, saying how to start Karpenter, when its NodePool `default` is missing.
+pub fn require() {
+    let karpenter = super::kubectl()
+        .args(["get", "nodepool", "default"])
+        .output()
+        .unwrap();
+    assert!(
+        karpenter.status.success(),
+        "Karpenter is not running in this cluster: start it with tests/cluster/up --with-karpenter"
+    );
+}
+
+/// Names of the NodePool's nodes that are not being deleted.
+pub async fn node_names(client: &Client) -> BTreeSet<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .list(&ListParams::default().labels("karpenter.sh/nodepool=default"))
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|n| n.metadata.deletion_timestamp.is_none())
+                .filter_map(|n| n.metadata.name)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits until Karpenter has removed every node of the pool (nodes of an earlier test must
+/// not host this one).
+pub async fn until_no_nodes(client: &Client) {
+    wait::until(
+        "Karpenter to remove leftover nodes",
+        Duration::from_secs(180),
+        || async { node_names(client).await.is_empty() },
+    )
+    .await;
+}
+
+/// Karpenter's NodeClaims.
+pub fn node_claims(client: &Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
+    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+}
+
+/// The name of the NodeClaim whose node is `node`.
+pub async fn node_claim_of(client: &Client, node: &str) -> Option<String> {
+    let claims = node_claims(client)
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    claims
+        .items
+        .into_iter()
+        .find(|c| c.data["status"]["nodeName"].as_str() == Some(node))
+        .and_then(|c| c.metadata.name)
+}
