@@ -8,6 +8,7 @@
 
 pub mod chart_identity;
 pub mod drain;
+pub mod examples;
 pub mod fixtures;
 pub mod karpenter;
 pub mod operator;
