@@ -1,14 +1,24 @@
 //! Leader election against the real API server: of two replicas exactly one leads, and when
-//! the leader dies the other takes over within the Lease duration.
+//! the leader dies the other takes over within the Lease duration — also in the middle of open
+//! windows, which still close and expire, written by one replica at a time.
 
 mod support;
+#[path = "support/windows.rs"]
+mod window_support;
 
 use std::time::{Duration, Instant};
 
+use disruption_guard::resources::{Phase, TestWindow};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use support::drain::{metric, ready_pods};
+use support::fixtures::deployment;
 use support::operator::Operator;
-use support::{wait, with_namespace};
+use support::{create_ready_node, wait, with_namespace};
+use window_support::{guard_pdbs, protected, until_released};
 
 fn is_leader(metrics: &str) -> bool {
     metrics
@@ -105,6 +115,138 @@ async fn a_stopping_leader_releases_the_lease_so_the_follower_takes_over_at_once
         assert!(
             stopped.elapsed() < Duration::from_secs(3),
             "a released Lease is taken before it would expire"
+        );
+    })
+    .await;
+}
+
+/// Which of two replicas holds the Lease, once exactly one says it leads.
+async fn leader_of<'a>(
+    a: &'a mut Operator,
+    b: &'a mut Operator,
+) -> (&'a mut Operator, &'a mut Operator) {
+    wait::until("exactly one leader", Duration::from_secs(15), || async {
+        is_leader(&a.metrics().await) != is_leader(&b.metrics().await)
+    })
+    .await;
+    if is_leader(&a.metrics().await) {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+/// Opens a window over `app=<app>` through `op`'s HTTP API and waits until it is Ready.
+async fn open_via(op: &Operator, ns: &str, name: &str, app: &str, ttl: &str) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/namespaces/{ns}/windows?wait=true", op.api))
+        .json(&json!({"name": name, "selector": format!("app={app}"), "ttl": ttl}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    assert_eq!(
+        status,
+        201,
+        "opening {name}: {}",
+        resp.text().await.unwrap()
+    );
+}
+
+#[tokio::test]
+async fn when_the_leader_dies_mid_window_the_other_replica_closes_and_expires_its_windows() {
+    with_namespace(|client, ns| async move {
+        let node = format!("{ns}-n");
+        create_ready_node(&client, &ns, &node).await;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        for app in ["closed-app", "expired-app"] {
+            let d = deployment(app)
+                .node_selector("disruption-guard.io/test-node", &node)
+                .build();
+            deployments
+                .create(&PostParams::default(), &d)
+                .await
+                .unwrap();
+        }
+        let mut pods = Vec::new();
+        for app in ["closed-app", "expired-app"] {
+            let pod = wait::for_some("the pod to be Ready", Duration::from_secs(60), || async {
+                ready_pods(&client, &ns, app).await.pop()
+            })
+            .await;
+            pods.push(pod.metadata.name.unwrap());
+        }
+
+        let mut a = replica(&ns, "replica-a").await;
+        let mut b = replica(&ns, "replica-b").await;
+        let (leader, follower) = leader_of(&mut a, &mut b).await;
+
+        // Every replica serves the API: the follower takes both opens; the leader protects.
+        open_via(follower, &ns, "closed", "closed-app", "10m").await;
+        open_via(follower, &ns, "expired", "expired-app", "20s").await;
+        for pod in &pods {
+            assert!(
+                protected(&client, &ns, pod, &node).await,
+                "{pod} is protected"
+            );
+        }
+        assert_eq!(guard_pdbs(&client, &ns).await.len(), 2);
+        let follower_writes = |m: &str| metric(m, "disruption_guard_window_writes_total");
+        assert_eq!(
+            follower_writes(&follower.metrics().await),
+            0.0,
+            "the follower wrote nothing while the other replica held the Lease"
+        );
+        assert!(follower_writes(&leader.metrics().await) > 0.0);
+
+        leader.kill();
+        let killed = Instant::now();
+        wait::until(
+            "the follower to take over",
+            Duration::from_secs(10),
+            || async { is_leader(&follower.metrics().await) },
+        )
+        .await;
+        let took = killed.elapsed();
+        eprintln!("takeover mid-window after SIGKILL of the leader: {took:?} (lease duration 3s)");
+        assert!(
+            took < Duration::from_secs(3 + 2),
+            "takeover within the Lease duration plus one retry"
+        );
+
+        // Closing through the new leader's API releases the first window's protection...
+        let resp = reqwest::Client::new()
+            .delete(format!(
+                "{}/v1/namespaces/{ns}/windows/closed?wait=true",
+                follower.api
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+        let windows: Api<TestWindow> = Api::namespaced(client.clone(), &ns);
+        let phase = |w: TestWindow| w.status.map(|s| s.phase);
+        assert_eq!(
+            phase(windows.get("closed").await.unwrap()),
+            Some(Phase::Closed)
+        );
+        // ...while the second window, opened before the failover, is still protected until its
+        // TTL runs out, then the new leader releases it as Expired.
+        assert!(
+            protected(&client, &ns, &pods[1], &node).await,
+            "the open window still protects"
+        );
+        wait::until(
+            "the short window to expire",
+            Duration::from_secs(60),
+            || async { phase(windows.get("expired").await.unwrap()) == Some(Phase::Expired) },
+        )
+        .await;
+        until_released(&client, &ns, &pods[0], &node, Duration::from_secs(30)).await;
+        until_released(&client, &ns, &pods[1], &node, Duration::from_secs(30)).await;
+        assert!(
+            follower_writes(&follower.metrics().await) > 0.0,
+            "the new leader wrote the release"
         );
     })
     .await;
