@@ -323,6 +323,67 @@ fn the_dashboard_configmap_carries_the_dashboard_for_the_grafana_sidecar() {
     assert_eq!(cm["metadata"]["namespace"], "guard-system");
 }
 
+/// Runs tests/chart/dashboard-picture.py on the chart's dashboard (and `data`) and compares
+/// the SVG with the committed `picture`.
+fn assert_picture_is_current(picture: &str, data: Option<&str>) {
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo_root().join("tests/chart/dashboard-picture.py"))
+        .arg(chart().join("dashboards/disruption-guard.json"));
+    if let Some(data) = data {
+        cmd.arg(repo_root().join(data));
+    }
+    let drawn = String::from_utf8(run(&mut cmd).stdout).unwrap();
+    let path = repo_root().join(picture);
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    assert!(
+        committed == drawn,
+        "{} is not what tests/chart/dashboard-picture.py draws from the dashboard: redraw it (docs/dashboard.md, \"Keeping it current\")",
+        path.display()
+    );
+}
+
+#[test]
+fn the_dashboard_layout_picture_is_drawn_from_the_current_dashboard() {
+    assert_picture_is_current("docs/images/dashboard-layout.svg", None);
+}
+
+#[test]
+fn the_dashboard_data_picture_comes_from_a_run_of_the_current_queries() {
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(chart().join("dashboards/disruption-guard.json")).unwrap(),
+    )
+    .unwrap();
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("docs/images/dashboard-data.json")).unwrap(),
+    )
+    .unwrap();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        if panel["type"] == "row" {
+            continue;
+        }
+        let queried: Vec<&serde_json::Value> = panel["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["expr"])
+            .collect();
+        let recorded: Vec<&serde_json::Value> = data["queries"][panel["id"].to_string()]
+            .as_array()
+            .map(|q| q.iter().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            queried, recorded,
+            "panel {} changed since docs/images/dashboard-data.json was recorded: repeat the run (docs/dashboard.md, \"Keeping it current\")",
+            panel["title"]
+        );
+    }
+    assert_picture_is_current(
+        "docs/images/dashboard.svg",
+        Some("docs/images/dashboard-data.json"),
+    );
+}
+
 #[tokio::test]
 async fn helm_install_with_default_values_succeeds_in_the_test_cluster() {
     support::with_namespace(|_client, ns| async move {
@@ -355,4 +416,177 @@ async fn helm_install_with_default_values_succeeds_in_the_test_cluster() {
         assert!(!left.status.success(), "uninstall removes the ClusterRole");
     })
     .await;
+}
+
+#[tokio::test]
+async fn helm_install_with_everything_enabled_succeeds_in_the_test_cluster() {
+    // The prometheus-operator CRDs make the cluster accept (and validate) the ServiceMonitor
+    // and PrometheusRule; the dashboard ConfigMap goes to the test namespace.
+    let mut apply = support::kubectl()
+        .args(["apply", "--server-side", "--force-conflicts", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let crds: Vec<serde_json::Value> = serde_json::from_slice(&monitoring_crds()).unwrap();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds});
+    use std::io::Write;
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&serde_json::to_vec(&list).unwrap())
+        .unwrap();
+    assert!(
+        apply.wait().unwrap().success(),
+        "applying the monitoring CRDs"
+    );
+    run(support::kubectl().args([
+        "wait",
+        "--for=condition=Established",
+        "crd/servicemonitors.monitoring.coreos.com",
+        "crd/prometheusrules.monitoring.coreos.com",
+        "--timeout=30s",
+    ]));
+    support::with_namespace(|_client, ns| async move {
+        let release = format!("guard-{}", &ns[ns.len() - 8..]);
+        run(Command::new(tool("helm"))
+            .args(["install", &release, "--namespace", &ns, "--wait"])
+            .args(["--timeout", "60s"])
+            .arg(chart())
+            .arg("-f")
+            .arg(repo_root().join("tests/chart/values/everything.yaml"))
+            .args(["--set", &format!("dashboard.namespace={ns}")])
+            .env("KUBECONFIG", support::kubeconfig()));
+        let fullname = format!("{release}-disruption-guard");
+        for kind in [
+            "prometheusrule",
+            "servicemonitor",
+            "networkpolicy",
+            "ingress",
+            "poddisruptionbudget",
+        ] {
+            run(support::kubectl().args(["get", kind, &fullname, "-n", &ns]));
+        }
+        let cm = run(support::kubectl().args([
+            "get",
+            "configmap",
+            &format!("{fullname}-dashboard"),
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.metadata.labels.grafana_dashboard}",
+        ]))
+        .stdout;
+        assert_eq!(String::from_utf8_lossy(&cm), "1");
+        let pods = run(support::kubectl().args(["get", "pods", "-n", &ns, "-o", "name"])).stdout;
+        assert_eq!(String::from_utf8_lossy(&pods).lines().count(), 3);
+        run(Command::new(tool("helm"))
+            .args(["uninstall", &release, "--namespace", &ns, "--wait"])
+            .env("KUBECONFIG", support::kubeconfig()));
+        let left = support::kubectl()
+            .args(["get", "prometheusrule,servicemonitor,configmap", "-n", &ns])
+            .args(["-l", &format!("app.kubernetes.io/instance={release}")])
+            .args(["-o", "name"])
+            .output()
+            .unwrap();
+        assert!(
+            left.status.success() && left.stdout.is_empty(),
+            "uninstall leaves {}",
+            String::from_utf8_lossy(&left.stdout)
+        );
+    })
+    .await;
+}
+
+/// promtool (from the Debian package `prometheus`), when installed.
+fn promtool() -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_string_lossy()
+        .split(':')
+        .map(|dir| Path::new(dir).join("promtool"))
+        .find(|p| p.exists())
+}
+
+#[test]
+fn the_alerts_fire_when_they_should_and_only_then() {
+    let Some(promtool) = promtool() else {
+        eprintln!(
+            "SKIPPED: promtool is not installed (apt-get install prometheus); the alert unit tests in tests/chart/alerts-test.yaml did not run"
+        );
+        return;
+    };
+    let rendered = run(Command::new(tool("helm"))
+        .args(["template", "guard", "--namespace", "guard-system"])
+        .args(["--kube-version", "1.36.3"])
+        .arg(chart())
+        .args(["--set", "prometheusRule.enabled=true"])
+        .args(["--show-only", "templates/prometheusrule.yaml"]))
+    .stdout;
+    let rule: serde_yaml::Value = serde_yaml::from_slice(&rendered).unwrap();
+    let rules = &rule["spec"]["groups"][0]["rules"];
+    let annotations_of = |alert: &str| -> serde_yaml::Mapping {
+        rules
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|r| r["alert"].as_str() == Some(alert))
+            .unwrap_or_else(|| panic!("no alert {alert}"))["annotations"]
+            .as_mapping()
+            .unwrap()
+            .clone()
+    };
+    let mut tests: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/chart/alerts-test.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut checked = std::collections::BTreeSet::new();
+    for group in tests["tests"].as_sequence_mut().unwrap() {
+        for case in group["alert_rule_test"].as_sequence_mut().unwrap() {
+            let alert = case["alertname"].as_str().unwrap().to_string();
+            checked.insert(alert.clone());
+            for expected in case["exp_alerts"].as_sequence_mut().unwrap() {
+                let map = expected.as_mapping_mut().unwrap();
+                let value = map
+                    .remove("exp_value")
+                    .map(|v| v.as_str().unwrap().to_string());
+                let labels = map["exp_labels"].clone();
+                let mut filled = serde_yaml::Mapping::new();
+                for (key, text) in annotations_of(&alert) {
+                    let mut text = text.as_str().unwrap().to_string();
+                    if let Some(value) = &value {
+                        text = text.replace("{{ $value }}", value);
+                    }
+                    for (label, v) in labels.as_mapping().unwrap() {
+                        text = text.replace(
+                            &format!("{{{{ $labels.{} }}}}", label.as_str().unwrap()),
+                            v.as_str().unwrap(),
+                        );
+                    }
+                    filled.insert(key, text.into());
+                }
+                map.insert("exp_annotations".into(), filled.into());
+            }
+        }
+    }
+    let every: std::collections::BTreeSet<String> = rules
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| r["alert"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(checked, every, "every alert has a unit test");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("alerts-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = serde_yaml::to_string(&rule["spec"]).unwrap();
+    std::fs::write(dir.join("rules.yaml"), spec).unwrap();
+    std::fs::write(
+        dir.join("alerts-test.yaml"),
+        serde_yaml::to_string(&tests).unwrap(),
+    )
+    .unwrap();
+    let out = run(Command::new(promtool)
+        .args(["test", "rules", "alerts-test.yaml"])
+        .current_dir(&dir));
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
 }
