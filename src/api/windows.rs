@@ -10,8 +10,10 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
+use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
 use serde_json::json;
+use tracing::warn;
 
 use super::problem::ApiError;
 use super::selector;
@@ -266,8 +268,9 @@ impl Windows {
             .map_err(|e| ApiError::from_kube(e, &format!("closing window {name}")))
     }
 
-    /// Polls the window until `done` holds; a 504 with its state after `timeout`. A window
-    /// that is gone counts as done when `gone_is_done` (a close: every trace is removed).
+    /// Watches the window until `done` holds; a 504 with its state after `timeout`. A window
+    /// that is gone counts as done (a close: every trace is removed). A watch answers as soon
+    /// as the controller writes the status, where polling would add up to its interval.
     pub async fn wait(
         &self,
         ns: &str,
@@ -278,11 +281,25 @@ impl Windows {
         mut last: TestWindow,
     ) -> Result<TestWindow, ApiError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if done(&last) {
-                return Ok(last);
+        let condition = move |w: Option<&TestWindow>| w.is_none_or(done);
+        while !done(&last) {
+            let watch = await_condition(self.api(ns), name, condition);
+            match tokio::time::timeout_at(deadline, watch).await {
+                Ok(Ok(Some(tw))) => return Ok(tw),
+                Ok(Ok(None)) => break,
+                Ok(Err(err)) => {
+                    // The watch broke (e.g. the API server restarted): read, then watch again.
+                    warn!(window = name, namespace = ns, error = %err, "watching a window failed, retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(_) => {}
             }
-            if tokio::time::Instant::now() >= deadline {
+            match self.get(ns, name).await {
+                Ok(tw) => last = tw,
+                Err(ApiError::NotFound(_)) => break,
+                Err(e) => return Err(e),
+            }
+            if !done(&last) && tokio::time::Instant::now() >= deadline {
                 return Err(ApiError::Timeout {
                     detail: format!(
                         "window {name:?} was not {what} within {}",
@@ -291,13 +308,8 @@ impl Windows {
                     window: Box::new(WindowView::from_window(&last)),
                 });
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            match self.get(ns, name).await {
-                Ok(tw) => last = tw,
-                Err(ApiError::NotFound(_)) => return Ok(last),
-                Err(e) => return Err(e),
-            }
         }
+        Ok(last)
     }
 }
 
