@@ -265,10 +265,12 @@ pub async fn signal_to_rollout(
         nodes.clone(),
         watcher::Config::default().labels(&format!("{TEST_NAMESPACE_LABEL}={ns}")),
     )
+    .default_backoff()
     .applied_objects();
     let node_task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(node_watch);
-        while let Some(Ok(node)) = stream.next().await {
+        while let Some(event) = stream.next().await {
+            let Ok(node) = event else { continue };
             let tainted = node
                 .spec
                 .and_then(|s| s.taints)
@@ -283,10 +285,12 @@ pub async fn signal_to_rollout(
         deployments.clone(),
         watcher::Config::default().fields(&format!("metadata.name={app}")),
     )
+    .default_backoff()
     .applied_objects();
     let dep_task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(dep_watch);
-        while let Some(Ok(d)) = stream.next().await {
+        while let Some(event) = stream.next().await {
+            let Ok(d) = event else { continue };
             let _ = dep_tx.send((Instant::now(), d.metadata.generation.unwrap_or(0)));
         }
     });
@@ -294,7 +298,13 @@ pub async fn signal_to_rollout(
 
     let (mut floor, mut rollout) = (Vec::new(), Vec::new());
     let mut expected_generation = generation(client, ns, app).await.unwrap();
-    for i in 0..n {
+    // Start from the node the pod runs on now (an earlier call may have left it on either).
+    let on_second = ready_pods(client, ns, app)
+        .await
+        .first()
+        .and_then(node_of)
+        .is_some_and(|n| n == names[1]);
+    for i in usize::from(on_second)..n + usize::from(on_second) {
         let (from, to) = (&names[i % 2], &names[(i + 1) % 2]);
         while node_rx.try_recv().is_ok() {}
         while dep_rx.try_recv().is_ok() {}
