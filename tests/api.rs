@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::operator::Operator;
-use support::with_namespace;
+use support::{wait, with_namespace};
 
 fn http() -> reqwest::Client {
     reqwest::Client::builder()
@@ -559,6 +559,50 @@ async fn an_open_with_a_short_wait_answers_504_with_the_windows_state_when_not_r
         let body: Value = resp.json().await.unwrap();
         assert_eq!(body["status"], 504, "{body}");
         assert_eq!(body["window"]["name"], "slow", "{body}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_open_over_the_namespaces_resourcequota_is_a_403_naming_the_quota() {
+    with_namespace(|client, ns| async move {
+        let quota: k8s_openapi::api::core::v1::ResourceQuota = serde_json::from_value(json!({
+            "metadata": {"name": "windows"},
+            "spec": {"hard": {"count/testwindows.disruption-guard.io": "1"}}
+        }))
+        .unwrap();
+        let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+            Api::namespaced(client.clone(), &ns);
+        quotas.create(&PostParams::default(), &quota).await.unwrap();
+        // The quota controller must have counted before the admission plugin enforces it.
+        wait::until(
+            "the quota to be counted",
+            Duration::from_secs(30),
+            || async {
+                quotas
+                    .get("windows")
+                    .await
+                    .ok()
+                    .and_then(|q| q.status?.hard)
+                    .is_some()
+            },
+        )
+        .await;
+        let op = Operator::start(&ns, &[]).await;
+        let first = http()
+            .post(windows_url(&op, &ns))
+            .json(&json!({"name": "first"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(first.status(), StatusCode::CREATED);
+        let second = http()
+            .post(windows_url(&op, &ns))
+            .json(&json!({"name": "second"}))
+            .send()
+            .await
+            .unwrap();
+        assert_problem(second, 403, "ResourceQuota", "an open over the quota").await;
     })
     .await;
 }

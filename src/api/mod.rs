@@ -151,7 +151,12 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-async fn serve_openapi() -> impl IntoResponse {
+/// This document.
+#[utoipa::path(
+    get, path = "/v1/openapi.json", tag = "meta", security(()),
+    responses((status = 200, description = "The OpenAPI document of this API", body = Object, content_type = "application/json"))
+)]
+pub(crate) async fn serve_openapi() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
         openapi::json(),

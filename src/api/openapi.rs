@@ -21,13 +21,19 @@ use super::types::{
                        Cluster Autoscaler). Errors are application/problem+json (RFC 9457).",
         license(name = "Apache-2.0"),
     ),
-    paths(handlers::open, handlers::list, handlers::get, handlers::renew, handlers::close),
+    paths(
+        handlers::open, handlers::list, handlers::get, handlers::renew, handlers::close,
+        super::serve_openapi
+    ),
     components(schemas(
         OpenRequest, RenewRequest, WindowView, WindowList, SelectorInput, SelectorObject,
         SelectorRequirement, CiMeta, ProtectedView, ReportView, ConditionView, Problem
     )),
     modifiers(&Bearer),
-    tags((name = "windows", description = "Test windows"))
+    tags(
+        (name = "windows", description = "Test windows"),
+        (name = "meta", description = "About the API itself")
+    )
 )]
 struct ApiDoc;
 

@@ -125,6 +125,16 @@ impl ApiError {
                 404 => ApiError::NotFound(format!("{what}: not found")),
                 409 => ApiError::Conflict(format!("{what}: {}", status.message)),
                 422 | 400 => ApiError::Unprocessable(format!("{what}: {}", status.message)),
+                // The API server says 403 for three different things; only a missing RBAC
+                // rule is the operator's fault.
+                403 if status.message.contains("exceeded quota") => ApiError::Forbidden(format!(
+                    "{what}: the namespace's ResourceQuota refuses it: {}",
+                    status.message
+                )),
+                403 if status.message.contains("being terminated") => ApiError::Conflict(format!(
+                    "{what}: the namespace is being deleted: {}",
+                    status.message
+                )),
                 403 => ApiError::Unavailable(format!(
                     "{what}: the operator's own permissions do not allow this: {}",
                     status.message
@@ -186,6 +196,35 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn forbidden(message: &str) -> ApiError {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "reason": "Forbidden", "code": 403, "message": message
+        }))
+        .unwrap();
+        ApiError::from_kube(kube::Error::Api(Box::new(status)), "opening window w")
+    }
+
+    #[test]
+    fn a_403_of_the_api_server_is_told_apart_by_its_cause() {
+        let quota = forbidden(
+            "testwindows.disruption-guard.io \"w\" is forbidden: exceeded quota: windows, requested: count/testwindows.disruption-guard.io=1, used: 2, limited: 2",
+        );
+        assert_eq!(quota.status(), StatusCode::FORBIDDEN);
+        assert!(quota.to_string().contains("ResourceQuota"), "{quota}");
+        let terminating = forbidden(
+            "testwindows.disruption-guard.io \"w\" is forbidden: unable to create new content in namespace shop because it is being terminated",
+        );
+        assert_eq!(terminating.status(), StatusCode::CONFLICT);
+        let rbac = forbidden(
+            "testwindows.disruption-guard.io is forbidden: User \"system:serviceaccount:guard:dg\" cannot create resource \"testwindows\"",
+        );
+        assert_eq!(rbac.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            rbac.to_string().contains("operator's own permissions"),
+            "{rbac}"
+        );
+    }
 
     #[test]
     fn an_unreachable_api_server_is_a_503_not_a_500() {
