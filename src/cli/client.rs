@@ -168,6 +168,23 @@ impl OpenArgs {
     }
 }
 
+/// The ttl limits of direct mode: the operator's own defaults (`--default-ttl`, `--max-ttl`),
+/// or their `DISRUPTION_GUARD_*` environment variables when set.
+fn direct_limits() -> TtlLimits {
+    #[derive(clap::Parser)]
+    struct OperatorDefaults {
+        #[command(flatten)]
+        api: crate::api::ApiArgs,
+        #[command(flatten)]
+        window: crate::window::WindowArgs,
+    }
+    let d = <OperatorDefaults as clap::Parser>::parse_from(["operator"]);
+    TtlLimits {
+        default: d.api.default_ttl,
+        max: Duration::from(d.window.max_ttl),
+    }
+}
+
 impl Connection {
     async fn backend(&self) -> Result<Backend, ClientError> {
         if let Some(path) = &self.kubeconfig {
@@ -178,12 +195,7 @@ impl Connection {
                 .map_err(|e| ClientError::Config(format!("loading {}: {e}", path.display())))?;
             let client = kube::Client::try_from(config)
                 .map_err(|e| ClientError::Config(format!("building a Kubernetes client: {e}")))?;
-            // Direct mode applies the operator's default limits.
-            let limits = TtlLimits {
-                default: Duration::from_secs(30 * 60),
-                max: Duration::from_secs(6 * 3600),
-            };
-            return Ok(Backend::Kube(Windows::new(client, limits)));
+            return Ok(Backend::Kube(Windows::new(client, direct_limits())));
         }
         let server = self.server.as_deref().ok_or_else(|| {
             ClientError::Config(
@@ -329,6 +341,13 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn direct_mode_applies_the_operators_default_ttl_limits() {
+        let limits = direct_limits();
+        assert_eq!(limits.default, Duration::from_secs(30 * 60));
+        assert_eq!(limits.max, Duration::from_secs(24 * 3600));
+    }
 
     #[test]
     fn github_actions_metadata_is_read_from_its_environment() {
