@@ -1,11 +1,16 @@
 //! Metrics of the drain watcher: rollouts by result, skips by reason, and the latency from a
 //! node's disruption signal to the rollout patch.
+//!
+//! Every `result` and `reason` series exists from registration on (at 0), so `rate()` and
+//! `increase()` see the first rollout failure or skip.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use super::decide::SkipReason;
 
 /// Label of `drain_rollouts_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -20,6 +25,50 @@ pub struct ResultLabel {
 pub struct ReasonLabel {
     /// A `SkipReason` label value.
     pub reason: &'static str,
+}
+
+/// Every `result` of `drain_rollouts_total`: a rollout, a re-check that decided otherwise, and
+/// each `Error::category`.
+pub const RESULTS: [&str; 5] = [
+    "rolled_out",
+    "changed",
+    "recheck_failed",
+    "conflict",
+    "patch_failed",
+];
+
+/// Every `reason` of `drain_skips_total`.
+pub const REASONS: [SkipReason; 11] = [
+    SkipReason::Recreate,
+    SkipReason::MaxSurgeZero,
+    SkipReason::MaxUnavailableNonZero,
+    SkipReason::InvalidStrategy,
+    SkipReason::Paused,
+    SkipReason::RolloutInProgress,
+    SkipReason::StatefulSet,
+    SkipReason::BarePod,
+    SkipReason::BareReplicaSet,
+    SkipReason::OptedOut,
+    SkipReason::TooManyReplicas,
+];
+
+/// Position of a reason in [`REASONS`]. The match has no wildcard: a new `SkipReason` does
+/// not compile until it is listed here, and the unit test checks it against the list.
+#[cfg(test)]
+const fn reason_index(reason: SkipReason) -> usize {
+    match reason {
+        SkipReason::Recreate => 0,
+        SkipReason::MaxSurgeZero => 1,
+        SkipReason::MaxUnavailableNonZero => 2,
+        SkipReason::InvalidStrategy => 3,
+        SkipReason::Paused => 4,
+        SkipReason::RolloutInProgress => 5,
+        SkipReason::StatefulSet => 6,
+        SkipReason::BarePod => 7,
+        SkipReason::BareReplicaSet => 8,
+        SkipReason::OptedOut => 9,
+        SkipReason::TooManyReplicas => 10,
+    }
 }
 
 /// Metric families of the drain watcher.
@@ -37,11 +86,20 @@ pub struct DrainMetrics {
 
 impl Default for DrainMetrics {
     fn default() -> Self {
-        Self {
+        let metrics = Self {
             rollouts: Family::default(),
             skips: Family::default(),
             signal_to_rollout: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+        };
+        for result in RESULTS {
+            drop(metrics.rollouts.get_or_create(&ResultLabel { result }));
         }
+        for reason in REASONS {
+            drop(metrics.skips.get_or_create(&ReasonLabel {
+                reason: reason.as_str(),
+            }));
+        }
+        metrics
     }
 }
 
@@ -73,5 +131,84 @@ impl DrainMetrics {
     /// Counts one skip.
     pub fn skip(&self, reason: &'static str) {
         self.skips.get_or_create(&ReasonLabel { reason }).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drain::Error;
+
+    fn encoded(m: &DrainMetrics) -> String {
+        let mut registry = Registry::with_prefix("disruption_guard");
+        m.register(&mut registry);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_fresh_registry_exports_every_result_and_reason_at_zero() {
+        let out = encoded(&DrainMetrics::default());
+        for result in RESULTS {
+            let line = format!("disruption_guard_drain_rollouts_total{{result=\"{result}\"}} 0\n");
+            assert!(out.contains(&line), "missing {line} in\n{out}");
+        }
+        for reason in REASONS {
+            let line = format!(
+                "disruption_guard_drain_skips_total{{reason=\"{}\"}} 0\n",
+                reason.as_str()
+            );
+            assert!(out.contains(&line), "missing {line} in\n{out}");
+        }
+        assert_eq!(
+            out.matches("disruption_guard_drain_rollouts_total{")
+                .count(),
+            RESULTS.len()
+        );
+        assert_eq!(
+            out.matches("disruption_guard_drain_skips_total{").count(),
+            REASONS.len()
+        );
+    }
+
+    #[test]
+    fn counting_moves_only_its_own_series() {
+        let m = DrainMetrics::default();
+        m.rollout("patch_failed");
+        m.skip(SkipReason::Recreate.as_str());
+        let out = encoded(&m);
+        assert!(out.contains("disruption_guard_drain_rollouts_total{result=\"patch_failed\"} 1\n"));
+        assert!(out.contains("disruption_guard_drain_rollouts_total{result=\"rolled_out\"} 0\n"));
+        assert!(out.contains("disruption_guard_drain_skips_total{reason=\"recreate\"} 1\n"));
+        assert!(out.contains("disruption_guard_drain_skips_total{reason=\"paused\"} 0\n"));
+    }
+
+    #[test]
+    fn the_lists_hold_every_reason_and_error_category_once() {
+        for (i, reason) in REASONS.iter().enumerate() {
+            assert_eq!(
+                reason_index(*reason),
+                i,
+                "{reason:?} out of place in REASONS"
+            );
+        }
+        let kube_error = || kube::Error::Service("connection refused".into());
+        for err in [
+            Error::Recheck {
+                what: "the Deployment",
+                source: kube_error(),
+            },
+            Error::Conflict(kube_error()),
+            Error::Patch(kube_error()),
+        ] {
+            // No wildcard: a new variant must be added above.
+            match &err {
+                Error::Recheck { .. } | Error::Conflict(_) | Error::Patch(_) => {}
+            }
+            assert!(RESULTS.contains(&err.category()), "{}", err.category());
+        }
+        let unique: std::collections::BTreeSet<_> = RESULTS.iter().collect();
+        assert_eq!(unique.len(), RESULTS.len());
     }
 }

@@ -64,3 +64,33 @@ impl Metrics {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_registry_already_exports_the_zero_series_of_every_known_label_value() {
+        let out = Metrics::default().encode();
+        for line in [
+            "disruption_guard_leader 0",
+            "disruption_guard_windows{phase=\"Active\"} 0",
+            "disruption_guard_windows{phase=\"Closed\"} 0",
+            "disruption_guard_window_reconcile_errors_total{category=\"write_forbidden\"} 0",
+            "disruption_guard_window_reconcile_errors_total{category=\"status\"} 0",
+            "disruption_guard_windows_ended_total{end=\"closed\"} 0",
+            "disruption_guard_windows_ended_total{end=\"expired\"} 0",
+            "disruption_guard_window_duration_seconds_count{end=\"closed\"} 0",
+            "disruption_guard_window_duration_seconds_count{end=\"expired\"} 0",
+            "disruption_guard_drain_rollouts_total{result=\"rolled_out\"} 0",
+            "disruption_guard_drain_rollouts_total{result=\"patch_failed\"} 0",
+            "disruption_guard_drain_skips_total{reason=\"recreate\"} 0",
+            "disruption_guard_drain_skips_total{reason=\"too_many_replicas\"} 0",
+        ] {
+            assert!(
+                out.contains(&format!("{line}\n")),
+                "missing {line} in\n{out}"
+            );
+        }
+    }
+}

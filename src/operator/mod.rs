@@ -138,7 +138,14 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
 
     let election = async {
         match elector {
-            Some(elector) => elector.run(state.shutdown.clone()).await,
+            Some(elector) => {
+                // A replica without the Lease exports no stale window gauges.
+                let metrics = state.metrics.clone();
+                elector
+                    .on_follow(move || metrics.window.clear_gauges())
+                    .run(state.shutdown.clone())
+                    .await
+            }
             None => Ok(()),
         }
     };

@@ -1,6 +1,24 @@
 //! Errors of the window controller. Metric and Event labels come from [`Error::category`],
 //! a fixed vocabulary, never from object names or `Debug` output.
 
+/// Every value [`Error::category`] can take, so the error counter exports each at 0 from the
+/// start.
+pub const CATEGORIES: [&str; 13] = [
+    "write_conflict",
+    "write_forbidden",
+    "write_not_found",
+    "write_invalid",
+    "write_api",
+    "write_transport",
+    "status_conflict",
+    "status",
+    "finalizer_conflict",
+    "finalizer",
+    "delete",
+    "not_synced",
+    "other",
+];
+
 /// What can go wrong while reconciling a window.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -67,4 +85,52 @@ fn kube_category(action: &'static str, err: &kube::Error) -> &'static str {
 /// Whether a kube error is an API answer with `code`.
 pub fn is_code(err: &kube::Error, code: u16) -> bool {
     matches!(err, kube::Error::Api(s) if s.code == code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "reason": "Refused", "code": code, "message": "refused"
+        }))
+        .unwrap();
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn every_category_is_in_the_fixed_list() {
+        let transport = || kube::Error::Service("connection refused".into());
+        let mut errors = vec![Error::NotSynced];
+        for code in [403, 404, 409, 422, 500] {
+            errors.push(Error::Write {
+                what: "a PDB".into(),
+                source: api_error(code),
+            });
+            errors.push(Error::Status(api_error(code)));
+            errors.push(Error::Finalizer(api_error(code)));
+            errors.push(Error::Delete(api_error(code)));
+        }
+        errors.push(Error::Write {
+            what: "a PDB".into(),
+            source: transport(),
+        });
+        errors.push(Error::Status(transport()));
+        let mut seen = std::collections::BTreeSet::new();
+        for err in &errors {
+            assert!(
+                CATEGORIES.contains(&err.category()),
+                "{} is not in CATEGORIES",
+                err.category()
+            );
+            seen.insert(err.category());
+        }
+        // Every listed category but the fallback is one some error has.
+        let unseen: Vec<_> = CATEGORIES
+            .iter()
+            .filter(|c| !seen.contains(*c) && **c != "other")
+            .collect();
+        assert!(unseen.is_empty(), "never produced: {unseen:?}");
+    }
 }

@@ -1,5 +1,11 @@
 //! Metrics of the window controller: windows by phase, reconcile errors by category, the
-//! open → Ready latency, and how many pods and nodes are protected right now.
+//! open → Ready latency, how long windows stayed open and how they ended, and how many pods and
+//! nodes are protected right now.
+//!
+//! Every labelled series whose label values are known in advance exists from registration on
+//! (at 0), so `rate()` and `increase()` see the first event. The gauges (windows by phase,
+//! protected pods and nodes) are the Lease holder's view: [`WindowMetrics::clear_gauges`] sets
+//! them to 0 on a replica that does not hold the Lease.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -10,6 +16,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::resources::{Phase, TestWindowStatus};
 
 /// Label set with a phase.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -23,12 +31,36 @@ pub struct CategoryLabel {
     pub category: String,
 }
 
+/// Label set with how a window ended: `closed` or `expired`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndLabel {
+    pub end: &'static str,
+}
+
+/// The phases `windows{phase}` is exported for.
+pub const PHASES: [&str; 4] = ["Pending", "Active", "Expired", "Closed"];
+
+/// The values of `end` in `window_duration_seconds` and `windows_ended_total`.
+pub const ENDS: [&str; 2] = ["closed", "expired"];
+
+/// Buckets of `window_duration_seconds`: 10 s … 24 h (the longest `--max-ttl` default).
+pub const DURATION_BUCKETS: [f64; 14] = [
+    10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0,
+    43200.0, 86400.0,
+];
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
 /// Metric families of the window controller.
 #[derive(Debug)]
 pub struct WindowMetrics {
     windows: Family<PhaseLabel, Gauge>,
     errors: Family<CategoryLabel, Counter>,
     ready_latency: Histogram,
+    durations: Family<EndLabel, Histogram, fn() -> Histogram>,
+    ended: Family<EndLabel, Counter>,
     protected_pods: Gauge,
     protected_nodes: Gauge,
     reconciles: Counter,
@@ -39,17 +71,48 @@ pub struct WindowMetrics {
 impl Default for WindowMetrics {
     fn default() -> Self {
         let buckets = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0];
-        Self {
+        let metrics = Self {
             windows: Family::default(),
             errors: Family::default(),
             ready_latency: Histogram::new(buckets),
+            durations: Family::new_with_constructor(duration_histogram),
+            ended: Family::default(),
             protected_pods: Gauge::default(),
             protected_nodes: Gauge::default(),
             reconciles: Counter::default(),
             writes: Counter::default(),
             per_window: Mutex::default(),
+        };
+        // Every series with a known label value exists from the start, at 0.
+        for phase in PHASES {
+            drop(metrics.windows.get_or_create(&PhaseLabel {
+                phase: phase.to_string(),
+            }));
         }
+        for category in super::error::CATEGORIES {
+            drop(metrics.errors.get_or_create(&CategoryLabel {
+                category: category.to_string(),
+            }));
+        }
+        for end in ENDS {
+            drop(metrics.durations.get_or_create(&EndLabel { end }));
+            drop(metrics.ended.get_or_create(&EndLabel { end }));
+        }
+        metrics
     }
+}
+
+/// What one window's end records: `end` (`closed` or `expired`) and the seconds from its
+/// `openedAt` to its `endedAt`. None unless the status is in a final phase with both times.
+pub fn ended_window(status: &TestWindowStatus) -> Option<(&'static str, f64)> {
+    let end = match status.phase {
+        Phase::Closed => "closed",
+        Phase::Expired => "expired",
+        Phase::Pending | Phase::Active => return None,
+    };
+    let opened = status.opened_at.as_ref()?.0;
+    let ended = status.ended_at.as_ref()?.0;
+    Some((end, ended.duration_since(opened).as_secs_f64().max(0.0)))
 }
 
 impl WindowMetrics {
@@ -65,6 +128,16 @@ impl WindowMetrics {
             "window_ready_seconds",
             "Time from a window opening to every piece of its protection being in place",
             self.ready_latency.clone(),
+        );
+        registry.register(
+            "window_duration_seconds",
+            "Seconds from a window opening to its end (openedAt to endedAt), by how it ended",
+            self.durations.clone(),
+        );
+        registry.register(
+            "windows_ended",
+            "Windows that reached their final phase, by how they ended (closed or expired)",
+            self.ended.clone(),
         );
         registry.register(
             "protected_pods",
@@ -90,7 +163,7 @@ impl WindowMetrics {
 
     /// Sets the number of windows in each phase.
     pub fn set_phases(&self, counts: &BTreeMap<&'static str, i64>) {
-        for phase in ["Pending", "Active", "Expired", "Closed"] {
+        for phase in PHASES {
             let label = PhaseLabel {
                 phase: phase.to_string(),
             };
@@ -111,6 +184,28 @@ impl WindowMetrics {
     /// Records how long a window took from opening to Ready.
     pub fn ready_after(&self, seconds: f64) {
         self.ready_latency.observe(seconds.max(0.0));
+    }
+
+    /// Records one window's end (see [`ended_window`]): counted once per window, at the
+    /// transition to its final phase.
+    pub fn window_ended(&self, end: &'static str, seconds: f64) {
+        let label = EndLabel { end };
+        self.ended.get_or_create(&label).inc();
+        self.durations
+            .get_or_create(&label)
+            .observe(seconds.max(0.0));
+    }
+
+    /// Sets the gauges (windows by phase, protected pods and nodes) to 0 and forgets what each
+    /// window protected: a replica that does not hold the Lease exports no stale view, and one
+    /// that takes the Lease again starts from what its reconciles find.
+    pub fn clear_gauges(&self) {
+        let mut map = self.per_window.lock().expect("metrics lock");
+        map.clear();
+        self.protected_pods.set(0);
+        self.protected_nodes.set(0);
+        drop(map);
+        self.set_phases(&BTreeMap::new());
     }
 
     /// Counts a reconcile and the writes it made.
@@ -135,30 +230,156 @@ impl WindowMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jiff::Timestamp;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn encoded(m: &WindowMetrics) -> String {
+        let mut registry = Registry::with_prefix("disruption_guard");
+        m.register(&mut registry);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    fn at(s: i64) -> Option<Time> {
+        Some(Time(Timestamp::from_second(1_800_000_000 + s).unwrap()))
+    }
+
+    fn status(phase: Phase, opened: i64, ended: Option<i64>) -> TestWindowStatus {
+        TestWindowStatus {
+            phase,
+            opened_at: at(opened),
+            ended_at: ended.and_then(at),
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn families_are_exported_under_the_documented_names() {
-        let mut registry = Registry::with_prefix("disruption_guard");
         let m = WindowMetrics::default();
-        m.register(&mut registry);
         m.set_phases(&BTreeMap::from([("Active", 2)]));
         m.error("write_conflict");
         m.ready_after(0.3);
         m.reconciled(3);
+        m.window_ended("closed", 75.0);
         m.set_protected("a", 2, 1);
         m.set_protected("b", 1, 1);
         m.set_protected("a", 0, 0);
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        let out = encoded(&m);
         for line in [
             "disruption_guard_windows{phase=\"Active\"} 2",
             "disruption_guard_window_reconcile_errors_total{category=\"write_conflict\"} 1",
             "disruption_guard_window_ready_seconds_count 1",
             "disruption_guard_window_writes_total 3",
+            "disruption_guard_windows_ended_total{end=\"closed\"} 1",
+            "disruption_guard_windows_ended_total{end=\"expired\"} 0",
+            "disruption_guard_window_duration_seconds_count{end=\"closed\"} 1",
+            "disruption_guard_window_duration_seconds_sum{end=\"closed\"} 75.0",
+            "disruption_guard_window_duration_seconds_bucket{le=\"60.0\",end=\"closed\"} 0",
+            "disruption_guard_window_duration_seconds_bucket{le=\"120.0\",end=\"closed\"} 1",
+            "disruption_guard_window_duration_seconds_count{end=\"expired\"} 0",
             "disruption_guard_protected_pods 1",
             "disruption_guard_protected_nodes 1",
         ] {
-            assert!(out.contains(line), "missing {line} in\n{out}");
+            assert!(
+                out.contains(&format!("{line}\n")),
+                "missing {line} in\n{out}"
+            );
         }
+    }
+
+    #[test]
+    fn a_fresh_registry_exports_every_known_series_at_zero() {
+        let out = encoded(&WindowMetrics::default());
+        let mut expected = Vec::new();
+        for phase in PHASES {
+            expected.push(format!("disruption_guard_windows{{phase=\"{phase}\"}} 0"));
+        }
+        for category in super::super::error::CATEGORIES {
+            expected.push(format!(
+                "disruption_guard_window_reconcile_errors_total{{category=\"{category}\"}} 0"
+            ));
+        }
+        for end in ENDS {
+            expected.push(format!(
+                "disruption_guard_windows_ended_total{{end=\"{end}\"}} 0"
+            ));
+            expected.push(format!(
+                "disruption_guard_window_duration_seconds_count{{end=\"{end}\"}} 0"
+            ));
+            expected.push(format!(
+                "disruption_guard_window_duration_seconds_bucket{{le=\"+Inf\",end=\"{end}\"}} 0"
+            ));
+        }
+        for line in expected {
+            assert!(
+                out.contains(&format!("{line}\n")),
+                "missing {line} in\n{out}"
+            );
+        }
+        assert_eq!(
+            out.matches("disruption_guard_window_reconcile_errors_total{")
+                .count(),
+            13
+        );
+    }
+
+    #[test]
+    fn the_end_of_a_window_is_its_phase_and_the_time_from_opened_at_to_ended_at() {
+        assert_eq!(
+            ended_window(&status(Phase::Closed, 0, Some(125))),
+            Some(("closed", 125.0))
+        );
+        assert_eq!(
+            ended_window(&status(Phase::Expired, 10, Some(100))),
+            Some(("expired", 90.0))
+        );
+        // A clock step backwards never gives a negative duration.
+        assert_eq!(
+            ended_window(&status(Phase::Closed, 100, Some(90))),
+            Some(("closed", 0.0))
+        );
+    }
+
+    #[test]
+    fn a_window_that_has_not_ended_records_nothing() {
+        assert_eq!(ended_window(&status(Phase::Active, 0, None)), None);
+        assert_eq!(ended_window(&status(Phase::Pending, 0, None)), None);
+        assert_eq!(ended_window(&status(Phase::Active, 0, Some(5))), None);
+        assert_eq!(ended_window(&status(Phase::Closed, 0, None)), None);
+    }
+
+    #[test]
+    fn clearing_the_gauges_zeroes_them_and_forgets_each_windows_share() {
+        let m = WindowMetrics::default();
+        m.set_phases(&BTreeMap::from([("Active", 2), ("Closed", 1)]));
+        m.set_protected("a", 3, 2);
+        m.set_protected("b", 1, 1);
+        m.error("status");
+        m.window_ended("expired", 30.0);
+        m.clear_gauges();
+        let out = encoded(&m);
+        for line in [
+            "disruption_guard_windows{phase=\"Active\"} 0",
+            "disruption_guard_windows{phase=\"Closed\"} 0",
+            "disruption_guard_protected_pods 0",
+            "disruption_guard_protected_nodes 0",
+            // Counters and histograms are not gauges: they keep what this replica did.
+            "disruption_guard_window_reconcile_errors_total{category=\"status\"} 1",
+            "disruption_guard_windows_ended_total{end=\"expired\"} 1",
+        ] {
+            assert!(
+                out.contains(&format!("{line}\n")),
+                "missing {line} in\n{out}"
+            );
+        }
+        // Taking the Lease again: only what reconciles report from then on counts.
+        m.set_protected("b", 1, 1);
+        let out = encoded(&m);
+        assert!(out.contains("disruption_guard_protected_pods 1\n"), "{out}");
+        assert!(
+            out.contains("disruption_guard_protected_nodes 1\n"),
+            "{out}"
+        );
     }
 }

@@ -135,11 +135,14 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         failure.is_none(),
         now,
     );
-    ctx.state.metrics.window.set_protected(
-        &view.uid,
-        status.protected.pods,
-        status.protected.nodes,
-    );
+    // Leadership may have ended during the writes: a replica without the Lease exports 0.
+    if ctx.state.leader.is_leader() {
+        ctx.state.metrics.window.set_protected(
+            &view.uid,
+            status.protected.pods,
+            status.protected.nodes,
+        );
+    }
     if status != previous {
         write_status(window, ctx, &status).await?;
         ctx.remember_status(window, &status);
@@ -392,6 +395,11 @@ async fn events(
             .await;
     }
     if !was.is_final() && status.phase.is_final() {
+        // The same transition as the Event, decided from the stored status: once per window,
+        // also across a restart of the operator.
+        if let Some((end, seconds)) = super::metrics::ended_window(status) {
+            ctx.state.metrics.window.window_ended(end, seconds);
+        }
         let reason = phase_name(status.phase);
         info!(window = %name, phase = reason, "window ended, releasing protection");
         let r = &status.report;
