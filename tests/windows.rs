@@ -785,3 +785,130 @@ async fn an_ended_window_keeps_its_report_for_the_retention_then_is_deleted() {
     })
     .await;
 }
+
+/// The value of the sample `series` (name and labels exactly as exported), if present.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[tokio::test]
+async fn a_closed_and_an_expired_window_are_each_counted_once_with_their_duration() {
+    with_namespace(|client, ns| async move {
+        let mut op = Operator::start(&ns, &[]).await;
+        let before = op.metrics().await;
+        for end in ["closed", "expired"] {
+            // The series exist before the first window ends, so increase() sees it.
+            assert_eq!(
+                sample(
+                    &before,
+                    &format!("disruption_guard_windows_ended_total{{end=\"{end}\"}}")
+                ),
+                Some(0.0),
+                "{before}"
+            );
+        }
+        open(
+            &client,
+            &ns,
+            &window("closed", "nothing-a", "10m", json!({})),
+        )
+        .await;
+        open(
+            &client,
+            &ns,
+            &window("expires", "nothing-b", "5s", json!({})),
+        )
+        .await;
+        until_ready(&client, &ns, "closed", LIMIT).await;
+        until_ready(&client, &ns, "expires", LIMIT).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        close(&client, &ns, "closed").await;
+
+        let windows = Api::<TestWindow>::namespaced(client.clone(), &ns);
+        let mut spans = Vec::new();
+        for (name, phase) in [("closed", Phase::Closed), ("expires", Phase::Expired)] {
+            let status = wait::for_some("the window to end", LIMIT, || async {
+                windows
+                    .get(name)
+                    .await
+                    .ok()?
+                    .status
+                    .filter(|s| s.phase == phase)
+            })
+            .await;
+            let opened = status.opened_at.unwrap().0;
+            let ended = status.ended_at.unwrap().0;
+            spans.push(ended.duration_since(opened).as_secs_f64());
+        }
+        let metrics = wait::for_some("both ends in /metrics", LIMIT, || async {
+            let text = op.metrics().await;
+            let counted = |end: &str| {
+                sample(
+                    &text,
+                    &format!("disruption_guard_windows_ended_total{{end=\"{end}\"}}"),
+                )
+            };
+            (counted("closed") == Some(1.0) && counted("expired") == Some(1.0)).then_some(text)
+        })
+        .await;
+        for (end, span) in ["closed", "expired"].into_iter().zip(&spans) {
+            let count = format!("disruption_guard_window_duration_seconds_count{{end=\"{end}\"}}");
+            let sum = format!("disruption_guard_window_duration_seconds_sum{{end=\"{end}\"}}");
+            assert_eq!(sample(&metrics, &count), Some(1.0), "{metrics}");
+            assert_eq!(
+                sample(&metrics, &sum),
+                Some(*span),
+                "{end}: openedAt to endedAt of the stored status\n{metrics}"
+            );
+        }
+        assert_eq!(spans[1], 5.0, "the expired window lasted its ttl");
+        assert!(spans[0] >= 2.0, "the closed window was open 2 s at least");
+
+        // Later reconciles of the ended windows (their retention, a restart) count nothing
+        // again: the transition is decided from the stored status.
+        op.restart().await;
+        open(
+            &client,
+            &ns,
+            &window("later", "nothing-c", "10m", json!({})),
+        )
+        .await;
+        until_ready(&client, &ns, "later", LIMIT).await;
+        let after = op.metrics().await;
+        for end in ["closed", "expired"] {
+            assert_eq!(
+                sample(
+                    &after,
+                    &format!("disruption_guard_windows_ended_total{{end=\"{end}\"}}")
+                ),
+                Some(0.0),
+                "{after}"
+            );
+            assert_eq!(
+                sample(
+                    &after,
+                    &format!("disruption_guard_window_duration_seconds_count{{end=\"{end}\"}}")
+                ),
+                Some(0.0),
+                "{after}"
+            );
+        }
+        assert_eq!(
+            sample(&after, "disruption_guard_windows{phase=\"Closed\"}"),
+            Some(1.0),
+            "{after}"
+        );
+        assert_eq!(
+            sample(&after, "disruption_guard_windows{phase=\"Expired\"}"),
+            Some(1.0),
+            "{after}"
+        );
+    })
+    .await;
+}
