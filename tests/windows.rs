@@ -912,3 +912,92 @@ async fn a_closed_and_an_expired_window_are_each_counted_once_with_their_duratio
     })
     .await;
 }
+
+/// An operator replica with leader election over the Lease `disruption-guard` in `ns`.
+async fn elected_replica(ns: &str, identity: &str) -> Operator {
+    Operator::start(
+        ns,
+        &[
+            "--leader-election",
+            &format!("--leader-election-namespace={ns}"),
+            &format!("--leader-election-identity={identity}"),
+            "--lease-duration-seconds=3",
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn only_the_lease_holder_exports_window_gauges_and_a_replica_that_loses_it_exports_zero() {
+    with_namespace(|client, ns| async move {
+        let a = elected_replica(&ns, "replica-a").await;
+        let active = "disruption_guard_windows{phase=\"Active\"}";
+        wait::until("replica-a to lead", LIMIT, || async {
+            sample(&a.metrics().await, "disruption_guard_leader") == Some(1.0)
+        })
+        .await;
+        open(&client, &ns, &window("w", "nothing", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+        wait::until("the leader to export the open window", LIMIT, || async {
+            sample(&a.metrics().await, active) == Some(1.0)
+        })
+        .await;
+
+        // A replica that never held the Lease exports the gauges at 0.
+        let b = elected_replica(&ns, "replica-b").await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let text = b.metrics().await;
+        assert_eq!(
+            sample(&text, "disruption_guard_leader"),
+            Some(0.0),
+            "{text}"
+        );
+        assert_eq!(sample(&text, active), Some(0.0), "{text}");
+
+        // The Lease is handed to replica-b: replica-a loses it and clears its gauges, the new
+        // holder exports the window.
+        let renew = serde_json::to_value(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now()),
+        )
+        .unwrap();
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &ns)
+            .patch(
+                "disruption-guard",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"holderIdentity": "replica-b", "renewTime": renew}})),
+            )
+            .await
+            .unwrap();
+        wait::until("replica-b to lead and export the window", LIMIT, || async {
+            let text = b.metrics().await;
+            sample(&text, "disruption_guard_leader") == Some(1.0)
+                && sample(&text, active) == Some(1.0)
+        })
+        .await;
+        let text = wait::for_some("replica-a to follow", Duration::from_secs(5), || async {
+            let text = a.metrics().await;
+            (sample(&text, "disruption_guard_leader") == Some(0.0)).then_some(text)
+        })
+        .await;
+        // Within one retry period (a third of the 3 s Lease) of losing it.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let text = a.metrics().await;
+        assert_eq!(
+            sample(&text, active),
+            Some(0.0),
+            "stale gauge on the old leader:\n{text}"
+        );
+        assert_eq!(
+            sample(&text, "disruption_guard_protected_pods"),
+            Some(0.0),
+            "{text}"
+        );
+        // The sum over replicas is the leader's view.
+        let sum: f64 = [a.metrics().await, b.metrics().await]
+            .iter()
+            .map(|t| sample(t, active).unwrap())
+            .sum();
+        assert_eq!(sum, 1.0);
+    })
+    .await;
+}
