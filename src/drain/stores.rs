@@ -5,10 +5,11 @@
 //! Watches are narrow:
 //! - nodes: full objects (taints and `spec.unschedulable` are in the spec), cluster-wide, stored
 //!   without their status and managed fields;
-//! - pods: a metadata-only watch cannot be used, since `spec.nodeName` is needed. Instead a full
-//!   watch narrowed by the field selector `spec.nodeName!=,status.phase!=Succeeded,
-//!   status.phase!=Failed` (scheduled, running pods only), trimmed before it is stored to the
-//!   name, labels, owners, node and phase, so the store stays small;
+//! - pods: a metadata-only watch cannot be used, since `spec.nodeName` is needed. Instead a watch
+//!   of [`PodDigest`]s (node, phase and metadata read straight from the stream, the rest of the
+//!   pod never held) narrowed by the field selector `spec.nodeName!=,status.phase!=Succeeded,
+//!   status.phase!=Failed` (scheduled, running pods only), without annotations and managed
+//!   fields;
 //! - ReplicaSets: metadata only (only their owner references are read);
 //! - Deployments and PDBs: full, without managed fields.
 //!
@@ -16,7 +17,7 @@
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
@@ -25,6 +26,8 @@ use kube::{Api, Client, Resource};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::warn;
+
+use crate::resources::PodDigest;
 
 /// Field selector of the pod watch: pods bound to a node that have not finished.
 pub const POD_FIELD_SELECTOR: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
@@ -44,7 +47,7 @@ pub enum Trigger {
 #[derive(Clone)]
 pub struct Stores {
     pub nodes: Store<Node>,
-    pub pods: Store<Pod>,
+    pub pods: Store<PodDigest>,
     pub replica_sets: Store<PartialObjectMeta<ReplicaSet>>,
     pub deployments: Store<Deployment>,
     pub pdbs: Store<PodDisruptionBudget>,
@@ -98,11 +101,14 @@ impl Stores {
 
         let (pods, writer) = reflector::store();
         let stream = watcher(
-            api::<Pod>(client, scope),
+            api::<PodDigest>(client, scope),
             plain().fields(POD_FIELD_SELECTOR),
         )
         .default_backoff()
-        .modify(trim_pod)
+        .modify(|p: &mut PodDigest| {
+            p.metadata.annotations = None;
+            p.trim(|_| false);
+        })
         .reflect(writer);
         tasks.push(drive("pods", stream, triggers.clone(), all));
 
@@ -174,23 +180,6 @@ fn all<K>(event: &watcher::Event<K>) -> Option<Trigger> {
 }
 
 /// Keeps only what the decisions read: identity, labels, owners, node, phase.
-fn trim_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    pod.metadata.annotations = None;
-    if let Some(spec) = pod.spec.as_mut() {
-        *spec = PodSpec {
-            node_name: spec.node_name.take(),
-            ..PodSpec::default()
-        };
-    }
-    if let Some(status) = pod.status.as_mut() {
-        *status = PodStatus {
-            phase: status.phase.take(),
-            ..PodStatus::default()
-        };
-    }
-}
-
 fn drive<K, S>(
     name: &'static str,
     stream: S,

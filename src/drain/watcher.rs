@@ -112,14 +112,14 @@ impl Watcher {
             uid,
         };
         let pods = self.stores.pods.state_filter(|p| {
-            p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node_ref.name)
+            p.node_name() == Some(node_ref.name.as_str())
                 && p.metadata
                     .namespace
                     .as_deref()
                     .is_some_and(|ns| self.in_scope(ns))
         });
         for pod in pods {
-            match self.decide_from_stores(&node_ref, &pod) {
+            match self.decide_from_stores(&node_ref, &pod.to_pod()) {
                 Decision::Ignore | Decision::AlreadyRolledOut => {}
                 Decision::Skip { reason, subject } => {
                     let subject_uid = subject.uid.clone().unwrap_or_default();

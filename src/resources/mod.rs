@@ -2,8 +2,10 @@
 //! (annotations, labels, finalizer, field managers) that everything else builds on.
 
 pub mod names;
+pub mod pod_digest;
 pub mod testwindow;
 
+pub use pod_digest::PodDigest;
 pub use testwindow::{
     CiInfo, Phase, Protect, ProtectedSummary, TestWindow, TestWindowSpec, TestWindowStatus,
     TrackedPod, Tracking, WindowReport,

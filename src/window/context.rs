@@ -17,13 +17,13 @@ use tracing::debug;
 use super::apply::Writer;
 use super::plan::World;
 use crate::operator::State;
-use crate::resources::{TestWindow, TestWindowStatus};
+use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
 
 /// Reflector stores of everything the planner reads.
 #[derive(Clone)]
 pub struct Stores {
     pub windows: Store<TestWindow>,
-    pub pods: Store<Pod>,
+    pub pods: Store<PodDigest>,
     pub nodes: Store<Node>,
     pub pdbs: Store<PodDisruptionBudget>,
     pub replica_sets: Store<ReplicaSet>,
@@ -62,7 +62,10 @@ impl Context {
     pub fn world(&self, ns: &str) -> World {
         let s = &self.stores;
         World {
-            pods: in_ns(s.pods.state(), ns),
+            pods: in_ns(s.pods.state(), ns)
+                .iter()
+                .map(|p| Arc::new(p.to_pod()))
+                .collect(),
             replica_sets: in_ns(s.replica_sets.state(), ns),
             deployments: in_ns(s.deployments.state(), ns),
             stateful_sets: in_ns(s.stateful_sets.state(), ns),

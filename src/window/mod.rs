@@ -38,7 +38,7 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, future};
 use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -50,8 +50,9 @@ use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use crate::operator::State;
-use crate::resources::TestWindow;
+use crate::resources::names::FIELD_MANAGER;
 use crate::resources::names::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
+use crate::resources::{PodDigest, TestWindow};
 use context::{Context, Stores};
 use fields::{keep_own_entries, window_uids};
 
@@ -192,9 +193,9 @@ pub async fn run(state: State) -> anyhow::Result<()> {
         .applied_objects();
 
     let (pods, pods_writer) = reflector::store();
-    let pod_stream = watcher(scoped::<Pod>(&client, &namespaces), cfg.clone())
+    let pod_stream = watcher(scoped::<PodDigest>(&client, &namespaces), cfg.clone())
         .default_backoff()
-        .modify(trim::pod)
+        .modify(|p| p.trim(|manager| manager.starts_with(FIELD_MANAGER)))
         .reflect(pods_writer)
         .touched_objects();
 
@@ -300,7 +301,7 @@ pub async fn run(state: State) -> anyhow::Result<()> {
     let pdb_windows = windows.clone();
     info!(namespaces = ?namespaces, "window controller starting");
     Controller::for_stream(window_stream, windows)
-        .watches_stream(pod_stream, move |pod: Pod| {
+        .watches_stream(pod_stream, move |pod: PodDigest| {
             windows_for(
                 &pod_windows,
                 pod.metadata.namespace.as_deref(),
@@ -354,13 +355,13 @@ pub async fn run(state: State) -> anyhow::Result<()> {
 /// Windows selecting a pod that runs on `node`.
 fn windows_on_node(
     windows: &Store<TestWindow>,
-    pods: &Store<Pod>,
+    pods: &Store<PodDigest>,
     node: Option<&str>,
 ) -> Vec<ObjectRef<TestWindow>> {
     let Some(node) = node else { return vec![] };
     let mut refs = vec![];
     for pod in pods.state() {
-        if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) {
+        if pod.node_name() == Some(node) {
             refs.extend(windows_for(
                 windows,
                 pod.metadata.namespace.as_deref(),

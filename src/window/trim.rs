@@ -1,10 +1,10 @@
 //! What the window controller keeps of the objects it caches: exactly the fields its decisions
 //! read, so a cluster of 10,000 pods costs a few megabytes rather than the pods' full specs.
 //!
-//! A metadata-only watch cannot serve pods (their node, phase and start time are in `spec` and
-//! `status`), so pods and nodes are watched in full and trimmed before they are stored. Every
-//! cached object also loses the managedFields entries that are not the guard's
-//! ([`keep_own_entries`]).
+//! Pods are cached as [`PodDigest`](crate::resources::PodDigest)s, read straight from the watch;
+//! [`pod`] makes the same cut on pods read fresh from the API server. Nodes and workloads are
+//! watched in full and trimmed before they are stored. Every cached object also loses the
+//! managedFields entries that are not the guard's ([`keep_own_entries`]).
 //!
 //! | object | kept besides metadata |
 //! |---|---|
