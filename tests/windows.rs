@@ -974,9 +974,8 @@ async fn only_the_lease_holder_exports_window_gauges_and_a_replica_that_loses_it
                 && sample(&text, active) == Some(1.0)
         })
         .await;
-        let text = wait::for_some("replica-a to follow", Duration::from_secs(5), || async {
-            let text = a.metrics().await;
-            (sample(&text, "disruption_guard_leader") == Some(0.0)).then_some(text)
+        wait::until("replica-a to follow", Duration::from_secs(5), || async {
+            sample(&a.metrics().await, "disruption_guard_leader") == Some(0.0)
         })
         .await;
         // Within one retry period (a third of the 3 s Lease) of losing it.
