@@ -244,6 +244,20 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
     })
 }
 
+/// Whether a later rollout for another node superseded this process's own record of having
+/// rolled the Deployment out for `node`: the Deployment's marker names another node. Then
+/// the marker, not the record, says what was done (a node disrupted, released and disrupted
+/// again while the Deployment was rolled out for another node in between needs a new rollout,
+/// even when this process never saw the node released).
+pub fn superseded(deployment: &Deployment, node: &NodeRef) -> bool {
+    deployment
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ROLLED_OUT_FOR_NODE))
+        .is_some_and(|marker| *marker != node.marker())
+}
+
 fn skip(reason: SkipReason, subject: ObjectReference) -> Decision {
     Decision::Skip { reason, subject }
 }

@@ -388,3 +388,16 @@ fn terminating_and_finished_pods_are_ignored() {
         assert_eq!(decision, Decision::Ignore);
     }
 }
+
+#[test]
+fn a_rollout_for_another_node_supersedes_the_record_of_one_for_this_node() {
+    let for_this = deployment(json!({}), json!({ROLLED_OUT_FOR_NODE: node().marker()}));
+    let for_other = deployment(json!({}), json!({ROLLED_OUT_FOR_NODE: "n2/other-uid"}));
+    let never = deployment(json!({}), json!({}));
+    assert!(!superseded(&for_this, &node()));
+    assert!(superseded(&for_other, &node()));
+    assert!(
+        !superseded(&never, &node()),
+        "no marker yet: the record stands until the store shows the patch"
+    );
+}

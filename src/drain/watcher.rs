@@ -142,11 +142,12 @@ impl Watcher {
     /// The only step that writes: re-check, patch, record, report.
     async fn act(&mut self, plan: &Plan, raised: &Raised, since: Timestamp) {
         let drain = &self.state.args.drain;
-        let before = self.ledger.rolled_out(&plan.deployment_uid, &plan.node.uid);
         let metrics = &self.state.metrics.drain;
+        // The stores decided to roll out, so this process's record does not stand in the way;
+        // the fresh re-check reads the Deployment's marker.
         match self
             .actor
-            .act(plan, &drain.signals, drain.max_replicas, before)
+            .act(plan, &drain.signals, drain.max_replicas, false)
             .await
         {
             Ok(None) => {}
@@ -211,7 +212,7 @@ impl Watcher {
         let pdbs: Vec<&PodDisruptionBudget> = pdbs.iter().map(|p| p.as_ref()).collect();
         let rolled_out_before = deployment.as_ref().is_some_and(|d| {
             let uid = d.metadata.uid.as_deref().unwrap_or_default();
-            self.ledger.rolled_out(uid, &node.uid)
+            self.ledger.rolled_out(uid, &node.uid) && !decide::superseded(d, node)
         });
         decide::decide(&Facts {
             node,
