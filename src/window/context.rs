@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DynamicObject, ListParams};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -17,6 +17,7 @@ use tracing::debug;
 use super::apply::Writer;
 use super::plan::World;
 use crate::operator::State;
+use crate::resources::names::FIELD_MANAGER;
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
 
 /// Reflector stores of everything the planner reads.
@@ -90,7 +91,9 @@ impl Context {
                 })
                 .collect()
         }
-        let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&lp).await?;
+        let pods = Api::<PodDigest>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await?;
         let nodes = Api::<Node>::all(client.clone()).list(&lp).await?;
         let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
             .list(&lp)
@@ -105,7 +108,14 @@ impl Context {
             None => None,
         };
         let mut world = self.world(ns);
-        world.pods = arcs(pods.items, super::trim::pod);
+        world.pods = pods
+            .items
+            .into_iter()
+            .map(|mut p| {
+                p.trim(|manager| manager.starts_with(FIELD_MANAGER));
+                Arc::new(p.to_pod())
+            })
+            .collect();
         world.nodes = arcs(nodes.items, super::trim::node);
         world.pdbs = arcs(pdbs.items, |_| {});
         world.node_claims = node_claims.map(|c| arcs(c, |_| {}));

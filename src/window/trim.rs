@@ -1,14 +1,14 @@
 //! What the window controller keeps of the objects it caches: exactly the fields its decisions
-//! read, so a cluster of 10,000 pods costs a few megabytes rather than the pods' full specs.
+//! read, so a cluster of 10,000 pods costs megabytes rather than the pods' full specs.
 //!
-//! Pods are cached as [`PodDigest`](crate::resources::PodDigest)s, read straight from the watch;
-//! [`pod`] makes the same cut on pods read fresh from the API server. Nodes and workloads are
-//! watched in full and trimmed before they are stored. Every cached object also loses the
+//! Pods are cached (and read fresh) as [`PodDigest`](crate::resources::PodDigest)s, straight
+//! from the API server's answers. Nodes and workloads are watched in full and trimmed before
+//! they are stored. Every cached object also loses the
 //! managedFields entries that are not the guard's ([`keep_own_entries`]).
 //!
 //! | object | kept besides metadata |
 //! |---|---|
-//! | Pod | `spec.nodeName`; `status.phase`, `status.startTime`, the `DisruptionTarget` condition, container restart counts |
+//! | Pod (a `PodDigest`) | `spec.nodeName`; `status.phase`, `status.startTime`, the `DisruptionTarget` condition, container restart counts |
 //! | Node | `spec.taints`, `spec.unschedulable` (no status) |
 //! | ReplicaSet, StatefulSet | `spec.selector`, `spec.replicas` (no template, no status) |
 //! | Deployment | `spec.selector`, the template's `restartedAt` annotation (no status) |
@@ -18,50 +18,11 @@ use k8s_openapi::api::apps::v1::{
 };
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    ContainerStatus, Node, NodeSpec, Pod, PodSpec, PodStatus, PodTemplateSpec,
-};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::fields::keep_own_entries;
 use crate::resources::names::RESTARTED_AT;
-
-/// Pod condition the window report reads (set when an eviction or preemption targets a pod).
-const DISRUPTION_TARGET: &str = "DisruptionTarget";
-
-/// Keeps what plans and reports read of a pod.
-pub fn pod(pod: &mut Pod) {
-    keep_own_entries(&mut pod.metadata);
-    if let Some(spec) = pod.spec.as_mut() {
-        *spec = PodSpec {
-            node_name: spec.node_name.take(),
-            ..PodSpec::default()
-        };
-    }
-    if let Some(status) = pod.status.as_mut() {
-        let conditions = status.conditions.take().map(|c| {
-            c.into_iter()
-                .filter(|c| c.type_ == DISRUPTION_TARGET)
-                .collect::<Vec<_>>()
-        });
-        let restarts = status.container_statuses.take().map(|c| {
-            c.into_iter()
-                .map(|c| ContainerStatus {
-                    name: c.name,
-                    restart_count: c.restart_count,
-                    ..ContainerStatus::default()
-                })
-                .collect::<Vec<_>>()
-        });
-        *status = PodStatus {
-            phase: status.phase.take(),
-            start_time: status.start_time.take(),
-            conditions: conditions.filter(|c| !c.is_empty()),
-            container_statuses: restarts,
-            ..PodStatus::default()
-        };
-    }
-}
 
 /// Keeps what plans and reports read of a node: its disruption marks.
 pub fn node(node: &mut Node) {
@@ -132,73 +93,6 @@ pub fn deployment(d: &mut Deployment) {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn full_pod() -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {
-                "name": "api-1", "namespace": "shop", "labels": {"app": "api"},
-                "annotations": {"karpenter.sh/do-not-disrupt": "true"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "api-1",
-                                     "uid": "u1", "controller": true}],
-                "managedFields": [
-                    {"manager": "kube-controller-manager", "operation": "Update"},
-                    {"manager": "disruption-guard/w1", "operation": "Apply"}
-                ]
-            },
-            "spec": {
-                "nodeName": "n1",
-                "containers": [{"name": "app", "image": "registry.invalid/app:1",
-                                "env": [{"name": "A", "value": "b"}]}],
-                "volumes": [{"name": "v", "emptyDir": {}}]
-            },
-            "status": {
-                "phase": "Running",
-                "startTime": "2026-01-01T00:00:00Z",
-                "podIP": "10.0.0.1",
-                "conditions": [
-                    {"type": "Ready", "status": "True"},
-                    {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
-                ],
-                "containerStatuses": [{"name": "app", "image": "registry.invalid/app:1", "imageID": "x",
-                                       "ready": true, "restartCount": 2}]
-            }
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn a_trimmed_pod_keeps_what_windows_read_and_nothing_else() {
-        let mut p = full_pod();
-        pod(&mut p);
-        let meta = &p.metadata;
-        assert_eq!(meta.labels.as_ref().unwrap()["app"], "api");
-        assert_eq!(
-            meta.annotations.as_ref().unwrap()["karpenter.sh/do-not-disrupt"],
-            "true"
-        );
-        assert_eq!(meta.owner_references.as_ref().unwrap()[0].name, "api-1");
-        let managers: Vec<_> = meta
-            .managed_fields
-            .iter()
-            .flatten()
-            .filter_map(|m| m.manager.as_deref())
-            .collect();
-        assert_eq!(managers, ["disruption-guard/w1"]);
-        let spec = p.spec.as_ref().unwrap();
-        assert_eq!(spec.node_name.as_deref(), Some("n1"));
-        assert!(spec.containers.is_empty() && spec.volumes.is_none());
-        let status = p.status.as_ref().unwrap();
-        assert_eq!(status.phase.as_deref(), Some("Running"));
-        assert!(status.start_time.is_some());
-        assert!(status.pod_ip.is_none());
-        let conditions = status.conditions.as_ref().unwrap();
-        assert_eq!(conditions.len(), 1);
-        assert_eq!(conditions[0].type_, "DisruptionTarget");
-        assert_eq!(
-            status.container_statuses.as_ref().unwrap()[0].restart_count,
-            2
-        );
-    }
 
     #[test]
     fn a_trimmed_node_keeps_its_disruption_marks() {
