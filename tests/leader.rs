@@ -20,30 +20,11 @@ use support::operator::Operator;
 use support::{create_ready_node, wait, with_namespace};
 use window_support::{guard_pdbs, protected, until_released};
 
-fn is_leader(metrics: &str) -> bool {
-    metrics
-        .lines()
-        .any(|l| l.trim() == "disruption_guard_leader 1")
-}
-
-async fn replica(ns: &str, identity: &str) -> Operator {
-    Operator::start(
-        ns,
-        &[
-            "--leader-election",
-            &format!("--leader-election-namespace={ns}"),
-            &format!("--leader-election-identity={identity}"),
-            "--lease-duration-seconds=3",
-        ],
-    )
-    .await
-}
-
 #[tokio::test]
 async fn one_of_two_replicas_leads_and_the_other_takes_over_when_the_leader_is_killed() {
     with_namespace(|client, ns| async move {
-        let mut a = replica(&ns, "replica-a").await;
-        let mut b = replica(&ns, "replica-b").await;
+        let mut a = Operator::replica(&ns, "replica-a").await;
+        let mut b = Operator::replica(&ns, "replica-b").await;
         let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
 
         let holder = wait::for_some("a Lease holder", Duration::from_secs(15), || async {
@@ -57,7 +38,7 @@ async fn one_of_two_replicas_leads_and_the_other_takes_over_when_the_leader_is_k
         .await;
         // Both views agree: exactly one replica says it leads, and it is the Lease holder.
         wait::until("exactly one leader", Duration::from_secs(10), || async {
-            is_leader(&a.metrics().await) != is_leader(&b.metrics().await)
+            a.leads().await != b.leads().await
         })
         .await;
         let (leader, follower, follower_id) = if holder == "replica-a" {
@@ -66,7 +47,7 @@ async fn one_of_two_replicas_leads_and_the_other_takes_over_when_the_leader_is_k
             (&mut b, &mut a, "replica-a")
         };
         assert!(
-            is_leader(&leader.metrics().await),
+            leader.leads().await,
             "the Lease holder reports itself leader"
         );
 
@@ -75,7 +56,7 @@ async fn one_of_two_replicas_leads_and_the_other_takes_over_when_the_leader_is_k
         wait::until(
             "the follower to take over",
             Duration::from_secs(10),
-            || async { is_leader(&follower.metrics().await) },
+            || async { follower.leads().await },
         )
         .await;
         let took = killed.elapsed();
@@ -96,16 +77,16 @@ async fn one_of_two_replicas_leads_and_the_other_takes_over_when_the_leader_is_k
 #[tokio::test]
 async fn a_stopping_leader_releases_the_lease_so_the_follower_takes_over_at_once() {
     with_namespace(|_client, ns| async move {
-        let mut a = replica(&ns, "replica-a").await;
+        let mut a = Operator::replica(&ns, "replica-a").await;
         wait::until("replica-a to lead", Duration::from_secs(10), || async {
-            is_leader(&a.metrics().await)
+            a.leads().await
         })
         .await;
-        let b = replica(&ns, "replica-b").await;
+        let b = Operator::replica(&ns, "replica-b").await;
         assert!(a.stop().success(), "SIGTERM stops the operator cleanly");
         let stopped = Instant::now();
         wait::until("replica-b to lead", Duration::from_secs(10), || async {
-            is_leader(&b.metrics().await)
+            b.leads().await
         })
         .await;
         eprintln!(
@@ -126,14 +107,10 @@ async fn leader_of<'a>(
     b: &'a mut Operator,
 ) -> (&'a mut Operator, &'a mut Operator) {
     wait::until("exactly one leader", Duration::from_secs(15), || async {
-        is_leader(&a.metrics().await) != is_leader(&b.metrics().await)
+        a.leads().await != b.leads().await
     })
     .await;
-    if is_leader(&a.metrics().await) {
-        (a, b)
-    } else {
-        (b, a)
-    }
+    if a.leads().await { (a, b) } else { (b, a) }
 }
 
 /// Opens a window over `app=<app>` through `op`'s HTTP API and waits until it is Ready.
@@ -177,8 +154,8 @@ async fn when_the_leader_dies_mid_window_the_other_replica_closes_and_expires_it
             pods.push(pod.metadata.name.unwrap());
         }
 
-        let mut a = replica(&ns, "replica-a").await;
-        let mut b = replica(&ns, "replica-b").await;
+        let mut a = Operator::replica(&ns, "replica-a").await;
+        let mut b = Operator::replica(&ns, "replica-b").await;
         let (leader, follower) = leader_of(&mut a, &mut b).await;
 
         // Every replica serves the API: the follower takes both opens; the leader protects.
@@ -204,7 +181,7 @@ async fn when_the_leader_dies_mid_window_the_other_replica_closes_and_expires_it
         wait::until(
             "the follower to take over",
             Duration::from_secs(10),
-            || async { is_leader(&follower.metrics().await) },
+            || async { follower.leads().await },
         )
         .await;
         let took = killed.elapsed();

@@ -913,24 +913,10 @@ async fn a_closed_and_an_expired_window_are_each_counted_once_with_their_duratio
     .await;
 }
 
-/// An operator replica with leader election over the Lease `disruption-guard` in `ns`.
-async fn elected_replica(ns: &str, identity: &str) -> Operator {
-    Operator::start(
-        ns,
-        &[
-            "--leader-election",
-            &format!("--leader-election-namespace={ns}"),
-            &format!("--leader-election-identity={identity}"),
-            "--lease-duration-seconds=3",
-        ],
-    )
-    .await
-}
-
 #[tokio::test]
 async fn only_the_lease_holder_exports_window_gauges_and_a_replica_that_loses_it_exports_zero() {
     with_namespace(|client, ns| async move {
-        let a = elected_replica(&ns, "replica-a").await;
+        let a = Operator::replica(&ns, "replica-a").await;
         let active = "disruption_guard_windows{phase=\"Active\"}";
         wait::until("replica-a to lead", LIMIT, || async {
             sample(&a.metrics().await, "disruption_guard_leader") == Some(1.0)
@@ -944,7 +930,7 @@ async fn only_the_lease_holder_exports_window_gauges_and_a_replica_that_loses_it
         .await;
 
         // A replica that never held the Lease exports the gauges at 0.
-        let b = elected_replica(&ns, "replica-b").await;
+        let b = Operator::replica(&ns, "replica-b").await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let text = b.metrics().await;
         assert_eq!(

@@ -81,6 +81,29 @@ impl Operator {
         Self::start_with(ns, args).await
     }
 
+    /// One of several replicas for `ns`, electing a leader over the Lease `disruption-guard`
+    /// in `ns` (3 s, so takeovers are quick), as `identity`.
+    pub async fn replica(ns: &str, identity: &str) -> Operator {
+        Self::start(
+            ns,
+            &[
+                "--leader-election",
+                &format!("--leader-election-namespace={ns}"),
+                &format!("--leader-election-identity={identity}"),
+                "--lease-duration-seconds=3",
+            ],
+        )
+        .await
+    }
+
+    /// Whether its `/metrics` say it holds the Lease.
+    pub async fn leads(&self) -> bool {
+        self.metrics()
+            .await
+            .lines()
+            .any(|l| l.trim() == "disruption_guard_leader 1")
+    }
+
     /// Starts an operator with exactly `args` (plus its ports).
     pub async fn start_with(ns: &str, args: Vec<String>) -> Operator {
         Self::start_as(ns, args, super::kubeconfig().clone()).await
