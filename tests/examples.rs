@@ -30,10 +30,10 @@ use kube::{Api, Client};
 use serde_json::Value;
 use support::examples::{
     STATIC_TOKEN, base_env, github_expressions, gitlab_expand, operator_with_static_token,
-    run_with_env, scratch, seen_by_tests, service_account_token, text, workdir, yaml_documents,
+    run_with_env, scratch, seen_by_tests, text, workdir, yaml_documents,
 };
 use support::fixtures::deployment;
-use support::{repo_root, wait, with_namespace};
+use support::{repo_root, service_account_token, wait, with_namespace};
 
 fn example(path: &str) -> PathBuf {
     repo_root().join("examples").join(path)

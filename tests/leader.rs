@@ -20,6 +20,19 @@ use support::operator::Operator;
 use support::{create_ready_node, wait, with_namespace};
 use window_support::{guard_pdbs, protected, until_released};
 
+/// Kills the leader with SIGKILL and returns how long the follower took to lead.
+async fn kill_and_await_takeover(leader: &mut Operator, follower: &Operator) -> Duration {
+    leader.kill();
+    let killed = Instant::now();
+    wait::until(
+        "the follower to take over",
+        Duration::from_secs(10),
+        || async { follower.leads().await },
+    )
+    .await;
+    killed.elapsed()
+}
+
 #[tokio::test]
 async fn one_of_two_replicas_leads_and_the_other_takes_over_when_the_leader_is_killed() {
     with_namespace(|client, ns| async move {
@@ -51,15 +64,7 @@ async fn one_of_two_replicas_leads_and_the_other_takes_over_when_the_leader_is_k
             "the Lease holder reports itself leader"
         );
 
-        leader.kill();
-        let killed = Instant::now();
-        wait::until(
-            "the follower to take over",
-            Duration::from_secs(10),
-            || async { follower.leads().await },
-        )
-        .await;
-        let took = killed.elapsed();
+        let took = kill_and_await_takeover(leader, follower).await;
         let lease = leases.get("disruption-guard").await.unwrap();
         assert_eq!(
             lease.spec.unwrap().holder_identity.as_deref(),
@@ -176,15 +181,7 @@ async fn when_the_leader_dies_mid_window_the_other_replica_closes_and_expires_it
         );
         assert!(follower_writes(&leader.metrics().await) > 0.0);
 
-        leader.kill();
-        let killed = Instant::now();
-        wait::until(
-            "the follower to take over",
-            Duration::from_secs(10),
-            || async { follower.leads().await },
-        )
-        .await;
-        let took = killed.elapsed();
+        let took = kill_and_await_takeover(leader, follower).await;
         eprintln!("takeover mid-window after SIGKILL of the leader: {took:?} (lease duration 3s)");
         assert!(
             took < Duration::from_secs(3 + 2),

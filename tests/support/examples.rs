@@ -193,22 +193,3 @@ pub fn yaml_documents(path: &Path) -> Vec<Value> {
         .filter(|v| !v.is_null())
         .collect()
 }
-
-/// A Kubernetes token for ServiceAccount `sa` in `ns` with `audience` (TokenRequest).
-pub fn service_account_token(ns: &str, sa: &str, audience: &str) -> String {
-    let out = super::kubectl()
-        .args([
-            "create",
-            "token",
-            sa,
-            "-n",
-            ns,
-            "--audience",
-            audience,
-            "--duration=10m",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "kubectl create token: {}", text(&out));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}

@@ -205,3 +205,26 @@ pub fn dump_namespace(ns: &str) {
         Err(err) => eprintln!("could not dump namespace {ns}: {err}"),
     }
 }
+
+/// A Kubernetes token for ServiceAccount `sa` in `ns` with `audience` (TokenRequest).
+pub fn service_account_token(ns: &str, sa: &str, audience: &str) -> String {
+    let out = kubectl()
+        .args([
+            "create",
+            "token",
+            sa,
+            "-n",
+            ns,
+            "--audience",
+            audience,
+            "--duration=10m",
+        ])
+        .output()
+        .expect("kubectl create token");
+    assert!(
+        out.status.success(),
+        "kubectl create token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
