@@ -427,28 +427,6 @@ async fn service_account_with_rbac(client: &Client, ns: &str, sa: &str) {
         .unwrap();
 }
 
-fn create_token(ns: &str, sa: &str, audience: &str) -> String {
-    let out = support::kubectl()
-        .args([
-            "create",
-            "token",
-            sa,
-            "-n",
-            ns,
-            "--audience",
-            audience,
-            "--duration=10m",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
 #[tokio::test]
 async fn service_account_and_static_tokens_are_authenticated_and_scoped_to_their_namespaces() {
     with_namespace(|client, ns| async move {
@@ -478,8 +456,8 @@ async fn service_account_and_static_tokens_are_authenticated_and_scoped_to_their
         )
         .await;
         let http = http();
-        let good = create_token(&ns, "ci", "disruption-guard");
-        let wrong_audience = create_token(&ns, "ci", "something-else");
+        let good = support::service_account_token(&ns, "ci", "disruption-guard");
+        let wrong_audience = support::service_account_token(&ns, "ci", "something-else");
 
         let open = |ns: String, token: Option<String>| {
             let (http, url) = (http.clone(), windows_url(&op, &ns));
@@ -527,7 +505,7 @@ async fn an_open_with_wait_answers_once_the_window_is_ready_once_the_controller_
     with_namespace(|client, ns| async move {
         service_account_with_rbac(&client, &ns, "ci").await;
         let op = Operator::start_with(&ns, vec![format!("--namespaces={ns}")]).await;
-        let token = create_token(&ns, "ci", "disruption-guard");
+        let token = support::service_account_token(&ns, "ci", "disruption-guard");
         let resp = http()
             .post(format!("{}?wait=true&timeout=60s", windows_url(&op, &ns)))
             .bearer_auth(token)
@@ -589,13 +567,18 @@ async fn an_open_over_the_namespaces_resourcequota_is_a_403_naming_the_quota() {
         )
         .await;
         let op = Operator::start(&ns, &[]).await;
-        let first = http()
-            .post(windows_url(&op, &ns))
-            .json(&json!({"name": "first"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(first.status(), StatusCode::CREATED);
+        // Until the quota's admission cache has the count, the API asks to retry (503).
+        let first = wait::for_some("the first open", Duration::from_secs(60), || async {
+            let resp = http()
+                .post(windows_url(&op, &ns))
+                .json(&json!({"name": "first"}))
+                .send()
+                .await
+                .unwrap();
+            (resp.status() != StatusCode::SERVICE_UNAVAILABLE).then_some(resp.status())
+        })
+        .await;
+        assert_eq!(first, StatusCode::CREATED);
         let second = http()
             .post(windows_url(&op, &ns))
             .json(&json!({"name": "second"}))

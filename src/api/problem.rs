@@ -131,6 +131,12 @@ impl ApiError {
                     "{what}: the namespace's ResourceQuota refuses it: {}",
                     status.message
                 )),
+                403 if status.message.contains("status unknown for quota") => {
+                    ApiError::Unavailable(format!(
+                        "{what}: the namespace's ResourceQuota has not counted windows yet, retry: {}",
+                        status.message
+                    ))
+                }
                 403 if status.message.contains("being terminated") => ApiError::Conflict(format!(
                     "{what}: the namespace is being deleted: {}",
                     status.message
@@ -216,6 +222,11 @@ mod tests {
             "testwindows.disruption-guard.io \"w\" is forbidden: unable to create new content in namespace shop because it is being terminated",
         );
         assert_eq!(terminating.status(), StatusCode::CONFLICT);
+        let uncounted = forbidden(
+            "testwindows.disruption-guard.io \"w\" is forbidden: status unknown for quota: windows, resources: count/testwindows.disruption-guard.io",
+        );
+        assert_eq!(uncounted.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(uncounted.to_string().contains("retry"), "{uncounted}");
         let rbac = forbidden(
             "testwindows.disruption-guard.io is forbidden: User \"system:serviceaccount:guard:dg\" cannot create resource \"testwindows\"",
         );
