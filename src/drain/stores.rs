@@ -35,11 +35,11 @@ pub const POD_FIELD_SELECTOR: &str = "spec.nodeName!=,status.phase!=Succeeded,st
 /// What woke the watcher loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Trigger {
-    /// A node was added or changed.
+    /// A node was added or changed, or a pod on it.
     Node(String),
     /// A node was deleted (its uid).
     NodeGone(String),
-    /// A pod, ReplicaSet, Deployment, PDB or namespace changed: look at every disrupted node.
+    /// A ReplicaSet, Deployment, PDB or namespace changed: look at every disrupted node.
     All,
 }
 
@@ -110,7 +110,7 @@ impl Stores {
             p.trim(|_| false);
         })
         .reflect(writer);
-        tasks.push(drive("pods", stream, triggers.clone(), all));
+        tasks.push(drive("pods", stream, triggers.clone(), pod_node));
 
         let (replica_sets, writer) = reflector::store();
         let stream = watcher(api::<PartialObjectMeta<ReplicaSet>>(client, scope), plain())
@@ -179,7 +179,18 @@ fn all<K>(event: &watcher::Event<K>) -> Option<Trigger> {
     }
 }
 
-/// Keeps only what the decisions read: identity, labels, owners, node, phase.
+/// A pod change concerns only the node it runs on.
+fn pod_node(event: &watcher::Event<PodDigest>) -> Option<Trigger> {
+    match event {
+        watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
+            pod.node_name().map(|n| Trigger::Node(n.to_string()))
+        }
+        watcher::Event::InitDone => Some(Trigger::All),
+        watcher::Event::Init | watcher::Event::InitApply(_) => None,
+    }
+}
+
+/// Drives one watch, sending the trigger each event maps to.
 fn drive<K, S>(
     name: &'static str,
     stream: S,

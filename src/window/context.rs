@@ -63,10 +63,7 @@ impl Context {
     pub fn world(&self, ns: &str) -> World {
         let s = &self.stores;
         World {
-            pods: in_ns(s.pods.state(), ns)
-                .iter()
-                .map(|p| Arc::new(p.to_pod()))
-                .collect(),
+            pods: in_ns(s.pods.state(), ns),
             replica_sets: in_ns(s.replica_sets.state(), ns),
             deployments: in_ns(s.deployments.state(), ns),
             stateful_sets: in_ns(s.stateful_sets.state(), ns),
@@ -113,7 +110,7 @@ impl Context {
             .into_iter()
             .map(|mut p| {
                 p.trim(|manager| manager.starts_with(FIELD_MANAGER));
-                Arc::new(p.to_pod())
+                Arc::new(p)
             })
             .collect();
         world.nodes = arcs(nodes.items, super::trim::node);

@@ -3,7 +3,8 @@
 //!
 //! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
 //! (all pure, with [`selector`], [`fields`] and [`report`] as helpers); [`trim`] keeps what they
-//! read of cached objects; [`apply`] makes the writes;
+//! read of cached objects; [`triggers`] maps watched changes to the windows they concern;
+//! [`apply`] makes the writes;
 //! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
 //! leftovers at start-up; this file wires the watches and the controller.
 
@@ -19,6 +20,7 @@ pub mod report;
 pub mod selector;
 pub mod sweep;
 pub mod timing;
+pub mod triggers;
 pub mod trim;
 
 #[cfg(test)]
@@ -27,8 +29,6 @@ mod plan_tests;
 pub use metrics::WindowMetrics;
 
 use std::collections::BTreeMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -51,10 +51,10 @@ use tracing::{info, warn};
 
 use crate::operator::State;
 use crate::resources::names::FIELD_MANAGER;
-use crate::resources::names::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 use crate::resources::{PodDigest, TestWindow};
 use context::{Context, Stores};
 use fields::{keep_own_entries, window_uids};
+use triggers::{PdbTriggers, node_fingerprint, windows_for, windows_on_node};
 
 /// Flags of the window controller.
 #[derive(Debug, Clone, Args)]
@@ -129,45 +129,6 @@ where
     (reader, task)
 }
 
-/// Hash of what matters about a node to windows: our annotations, our managers, and the
-/// disruption marks (kwok heartbeats and other status churn do not trigger reconciles).
-fn node_fingerprint(node: &Node) -> Option<u64> {
-    let mut h = DefaultHasher::new();
-    let annotations = node.annotations();
-    annotations.get(KARPENTER_DO_NOT_DISRUPT).hash(&mut h);
-    annotations.get(CA_SCALE_DOWN_DISABLED).hash(&mut h);
-    window_uids(&node.metadata).hash(&mut h);
-    node.metadata.deletion_timestamp.is_some().hash(&mut h);
-    if let Some(spec) = &node.spec {
-        spec.unschedulable.hash(&mut h);
-        for t in spec.taints.iter().flatten() {
-            (&t.key, &t.effect).hash(&mut h);
-        }
-    }
-    Some(h.finish())
-}
-
-/// Windows in `ns` that select `labels` or whose managers wrote to the object (`owners`).
-fn windows_for(
-    windows: &Store<TestWindow>,
-    ns: Option<&str>,
-    labels: &BTreeMap<String, String>,
-    owners: &std::collections::BTreeSet<String>,
-) -> Vec<ObjectRef<TestWindow>> {
-    windows
-        .state()
-        .iter()
-        .filter(|w| {
-            let uid = w.metadata.uid.as_deref().unwrap_or_default();
-            owners.contains(uid)
-                || (ns.is_some()
-                    && w.namespace().as_deref() == ns
-                    && selector::matches(&w.spec.selector, labels))
-        })
-        .map(|w| ObjectRef::from_obj(w.as_ref()))
-        .collect()
-}
-
 async fn discover_node_claims(client: &Client) -> Option<ApiResource> {
     let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
     match kube::discovery::pinned_kind(client, &gvk).await {
@@ -208,13 +169,27 @@ pub async fn run(state: State) -> anyhow::Result<()> {
         .predicate_filter(node_fingerprint, PredicateConfig::default());
 
     let (pdbs, pdbs_writer) = reflector::store();
+    let pdb_windows = windows.clone();
+    let mut pdb_triggers = PdbTriggers::default();
     let pdb_stream = watcher(
         scoped::<PodDisruptionBudget>(&client, &namespaces),
         cfg.clone(),
     )
     .default_backoff()
     .reflect(pdbs_writer)
-    .touched_objects();
+    .filter_map(move |event| {
+        let refs = match event {
+            Ok(event) => pdb_triggers
+                .on(&event)
+                .map(|concerns| PdbTriggers::refs(concerns, &pdb_windows)),
+            Err(err) => {
+                warn!(error = %err, kind = "PodDisruptionBudget", "watch failed, retrying");
+                None
+            }
+        };
+        future::ready(refs)
+    })
+    .flat_map(futures::stream::iter);
 
     let (replica_sets, rs_task) = cache(
         scoped::<ReplicaSet>(&client, &namespaces),
@@ -298,7 +273,6 @@ pub async fn run(state: State) -> anyhow::Result<()> {
     let pod_windows = windows.clone();
     let node_windows = windows.clone();
     let node_pods = pods.clone();
-    let pdb_windows = windows.clone();
     info!(namespaces = ?namespaces, "window controller starting");
     Controller::for_stream(window_stream, windows)
         .watches_stream(pod_stream, move |pod: PodDigest| {
@@ -323,14 +297,7 @@ pub async fn run(state: State) -> anyhow::Result<()> {
             ));
             refs
         })
-        .watches_stream(pdb_stream, move |pdb: PodDisruptionBudget| {
-            pdb_windows
-                .state()
-                .iter()
-                .filter(|w| w.namespace() == pdb.namespace())
-                .map(|w| ObjectRef::from_obj(w.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        .reconcile_on(pdb_stream)
         .reconcile_on(claim_triggers)
         .with_config(ControllerConfig::default().concurrency(16))
         .graceful_shutdown_on(state.shutdown.clone().cancelled_owned())
@@ -350,29 +317,6 @@ pub async fn run(state: State) -> anyhow::Result<()> {
     sts_task.abort();
     info!("window controller stopped");
     Ok(())
-}
-
-/// Windows selecting a pod that runs on `node`.
-fn windows_on_node(
-    windows: &Store<TestWindow>,
-    pods: &Store<PodDigest>,
-    node: Option<&str>,
-) -> Vec<ObjectRef<TestWindow>> {
-    let Some(node) = node else { return vec![] };
-    let mut refs = vec![];
-    for pod in pods.state() {
-        if pod.node_name() == Some(node) {
-            refs.extend(windows_for(
-                windows,
-                pod.metadata.namespace.as_deref(),
-                pod.labels(),
-                &Default::default(),
-            ));
-        }
-    }
-    refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    refs.dedup();
-    refs
 }
 
 /// Waits for every cache, sweeps leftovers once, then opens the readiness gate.

@@ -6,18 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::plan::{Plan, WindowView, Workload, World, Write, is_live, workload_of};
+use super::plan::{Plan, WindowView, Workload, World, Write, is_live, labels, workload_of};
 use super::selector;
+use crate::resources::PodDigest;
 use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE};
-
-fn labels(meta: &ObjectMeta) -> BTreeMap<String, String> {
-    meta.labels.clone().unwrap_or_default()
-}
 
 fn is_guard_pdb_for(pdb: &PodDisruptionBudget, workload: &Workload) -> bool {
     pdb.metadata.name.as_deref() == Some(workload.pdb_name().as_str())
@@ -37,7 +33,7 @@ fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
 pub(super) fn plan_pdbs(
     window: &WindowView,
     world: &World,
-    selected: &[&Arc<Pod>],
+    selected: &[&Arc<PodDigest>],
     out: &mut Plan,
 ) {
     let mut workloads = BTreeMap::new();
@@ -53,7 +49,7 @@ pub(super) fn plan_pdbs(
         }
     }
     out.workloads = workloads.len() as u32;
-    let ns_pods: Vec<&Arc<Pod>> = world
+    let ns_pods: Vec<&Arc<PodDigest>> = world
         .pods
         .iter()
         .filter(|p| {
@@ -62,7 +58,7 @@ pub(super) fn plan_pdbs(
         .collect();
     let mut wanted = BTreeSet::new();
     for workload in workloads.values() {
-        let pods: Vec<BTreeMap<String, String>> = ns_pods
+        let pods: Vec<&BTreeMap<String, String>> = ns_pods
             .iter()
             .map(|p| labels(&p.metadata))
             .filter(|l| selector::matches(&workload.selector, l))

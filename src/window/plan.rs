@@ -11,23 +11,23 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::DynamicObject;
 
-use super::fields::owned_annotations;
+use super::fields::{has_manager, owned_annotations};
 use super::selector;
 use super::timing::karpenter_duration;
 use crate::resources::names::{
     CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, window_field_manager,
 };
-use crate::resources::{Protect, TestWindow};
+use crate::resources::{PodDigest, Protect, TestWindow};
 
 /// The objects a plan is computed from; pods, workloads and PDBs of the window's namespace.
 #[derive(Default, Clone)]
 pub struct World {
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<PodDigest>>,
     pub replica_sets: Vec<Arc<ReplicaSet>>,
     pub deployments: Vec<Arc<Deployment>>,
     pub stateful_sets: Vec<Arc<StatefulSet>>,
@@ -150,26 +150,31 @@ impl Plan {
 }
 
 /// Whether a pod still runs (or will): not finished and not being deleted.
-pub fn is_live(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+pub fn is_live(pod: &PodDigest) -> bool {
+    let phase = pod.status.phase.as_deref();
     pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
-fn labels(meta: &ObjectMeta) -> BTreeMap<String, String> {
-    meta.labels.clone().unwrap_or_default()
+/// An object's labels, borrowed (no labels read as an empty map).
+pub(super) fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    meta.labels.as_ref().unwrap_or(&EMPTY)
 }
 
 /// The pods of the namespace the window selects and protects.
-pub fn selected_pods<'a>(window: &WindowView, pods: &'a [Arc<Pod>]) -> Vec<&'a Arc<Pod>> {
+pub fn selected_pods<'a>(
+    window: &WindowView,
+    pods: &'a [Arc<PodDigest>],
+) -> Vec<&'a Arc<PodDigest>> {
     pods.iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(window.namespace.as_str()))
-        .filter(|p| is_live(p) && selector::matches(&window.selector, &labels(&p.metadata)))
+        .filter(|p| is_live(p) && selector::matches(&window.selector, labels(&p.metadata)))
         .collect()
 }
 
 /// The workload a pod belongs to, `Ok(None)` for pods no PDB can cover (bare pods, Jobs,
 /// DaemonSets), `Err` when its owner is not yet known.
-pub fn workload_of(pod: &Pod, world: &World) -> Result<Option<Workload>, String> {
+pub fn workload_of(pod: &PodDigest, world: &World) -> Result<Option<Workload>, String> {
     let Some(owner) = pod
         .metadata
         .owner_references
@@ -247,13 +252,9 @@ pub fn workload_of(pod: &Pod, world: &World) -> Result<Option<Workload>, String>
 }
 
 /// The annotations the window wants on a selected pod.
-fn pod_annotations(window: &WindowView, pod: &Pod) -> BTreeMap<String, String> {
+fn pod_annotations(window: &WindowView, pod: &PodDigest) -> BTreeMap<String, String> {
     let dnd = if window.protect.karpenter_duration {
-        let start = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.start_time.as_ref())
-            .map(|t| t.0);
+        let start = pod.status.start_time.as_ref().map(|t| t.0);
         karpenter_duration(start, window.expires_at)
     } else {
         "true".to_string()
@@ -281,10 +282,15 @@ fn annotate(
     mut wanted: BTreeMap<String, String>,
     foreign: &mut Vec<String>,
 ) -> Option<Write> {
+    if wanted.is_empty() && !has_manager(meta, manager) {
+        // Neither wanted nor ever written by this window: the common case, decided cheaply.
+        return None;
+    }
     let owned = owned_annotations(meta, manager);
-    let current = meta.annotations.clone().unwrap_or_default();
+    let current = meta.annotations.as_ref();
+    let current = |k: &str| current.and_then(|a| a.get(k));
     let name = meta.name.clone().unwrap_or_default();
-    wanted.retain(|k, v| match current.get(k) {
+    wanted.retain(|k, v| match current(k) {
         Some(cur) if cur != v && !owned.contains(k) => {
             foreign.push(format!("{target:?}/{name} {k}={cur}"));
             false
@@ -294,7 +300,7 @@ fn annotate(
     let settled = owned.len() == wanted.len()
         && wanted
             .iter()
-            .all(|(k, v)| owned.contains(k) && current.get(k) == Some(v));
+            .all(|(k, v)| owned.contains(k) && current(k) == Some(v));
     (!settled).then(|| Write::Annotate {
         target,
         name,
@@ -347,10 +353,7 @@ pub fn plan(window: &WindowView, world: &World) -> Plan {
 
     // Nodes (and their NodeClaims) hosting a selected pod.
     let wanted_nodes: BTreeSet<&str> = if window.protect.nodes {
-        selected
-            .iter()
-            .filter_map(|p| p.spec.as_ref()?.node_name.as_deref())
-            .collect()
+        selected.iter().filter_map(|p| p.node_name()).collect()
     } else {
         BTreeSet::new()
     };

@@ -20,13 +20,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 
 use super::plan::{World, workload_of};
 use crate::resources::names::{
     CA_TO_BE_DELETED_TAINT, FIELD_MANAGER, KARPENTER_DISRUPTED_TAINT, RESTARTED_AT,
 };
-use crate::resources::{TrackedPod, Tracking, WindowReport};
+use crate::resources::{PodDigest, TrackedPod, Tracking, WindowReport};
 
 /// Why a node counts as being disrupted, if it does.
 pub fn node_disruption(node: &Node) -> Option<&'static str> {
@@ -46,25 +46,22 @@ pub fn node_disruption(node: &Node) -> Option<&'static str> {
     }
 }
 
-fn restarts(pod: &Pod) -> i32 {
+fn restarts(pod: &PodDigest) -> i32 {
     pod.status
+        .container_statuses
         .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
         .map(|c| c.iter().map(|c| c.restart_count).sum())
         .unwrap_or(0)
 }
 
-fn disruption_target(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
-        })
+fn disruption_target(pod: &PodDigest) -> bool {
+    pod.status.conditions.as_ref().is_some_and(|c| {
+        c.iter()
+            .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+    })
 }
 
-fn owner_replica_set(pod: &Pod) -> Option<String> {
+fn owner_replica_set(pod: &PodDigest) -> Option<String> {
     pod.metadata
         .owner_references
         .iter()
@@ -132,7 +129,7 @@ fn restarted_by_guard(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
 pub fn update(
     report: &WindowReport,
     tracking: &Tracking,
-    selected: &[&Arc<Pod>],
+    selected: &[&Arc<PodDigest>],
     world: &World,
 ) -> (WindowReport, Tracking) {
     let mut report = report.clone();
@@ -142,7 +139,7 @@ pub fn update(
     };
     let mut disrupted: BTreeSet<String> = report.disrupted_pods.iter().cloned().collect();
     let mut nodes_disrupted: BTreeSet<String> = report.nodes_disrupted.iter().cloned().collect();
-    let node_of = |pod: &Pod| pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let node_of = |pod: &PodDigest| pod.node_name().map(str::to_string);
     let disrupted_node = |name: &str| {
         world
             .nodes
