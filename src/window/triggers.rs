@@ -86,8 +86,11 @@ pub fn windows_on_node(
 /// a window that just released a shared PDB sees the release.
 #[derive(Default)]
 pub struct PdbTriggers {
-    seen: HashMap<ObjectRef<PodDisruptionBudget>, (Option<i64>, Vec<ObjectRef<TestWindow>>)>,
+    seen: HashMap<ObjectRef<PodDisruptionBudget>, Seen>,
 }
+
+/// A PDB's last generation and owning windows.
+type Seen = (Option<i64>, Vec<ObjectRef<TestWindow>>);
 
 /// Who should look again after a PDB event.
 #[derive(Debug, PartialEq, Eq)]
