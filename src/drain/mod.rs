@@ -27,6 +27,8 @@ use clap::Args;
 use tracing::info;
 
 use crate::operator::State;
+use crate::operator::caches::Caches;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 pub use crate::resources::names::ROLLED_OUT_FOR_NODE;
 
@@ -61,16 +63,21 @@ pub struct DrainArgs {
 const READY_GATE: &str = "drain";
 
 /// Runs the drain watcher until shutdown.
-pub async fn run(state: State) -> anyhow::Result<()> {
+pub async fn run(
+    state: State,
+    caches: Caches,
+    tx: UnboundedSender<stores::Trigger>,
+    rx: UnboundedReceiver<stores::Trigger>,
+) -> anyhow::Result<()> {
     state.ready.register(READY_GATE);
     let args = &state.args;
     let scope = match args.namespaces.as_slice() {
         [only] => Some(only.as_str()),
         _ => None,
     };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let (stores, tasks) = stores::Stores::start(
         &state.client,
+        &caches,
         scope,
         args.drain.drain_namespace_selector.as_deref(),
         &tx,
@@ -78,7 +85,7 @@ pub async fn run(state: State) -> anyhow::Result<()> {
     let result = async {
         tokio::select! {
             _ = state.shutdown.cancelled() => return Ok(()),
-            ready = stores.wait_until_ready() => ready?,
+            ready = stores.wait_until_ready(&caches) => ready?,
         }
         state.ready.mark_synced(READY_GATE);
         info!(

@@ -2,14 +2,9 @@
 //! Deployments and PDBs (and namespaces when `--drain-namespace-selector` is set), and the
 //! triggers their changes send to the watcher loop.
 //!
-//! Watches are narrow:
-//! - nodes: full objects (taints and `spec.unschedulable` are in the spec), cluster-wide, stored
-//!   without their status and managed fields;
-//! - pods: a metadata-only watch cannot be used, since `spec.nodeName` is needed. Instead a watch
-//!   of [`PodDigest`]s (node, phase and metadata read straight from the stream, the rest of the
-//!   pod never held) narrowed by the field selector `spec.nodeName!=,status.phase!=Succeeded,
-//!   status.phase!=Failed` (scheduled, running pods only), without annotations and managed
-//!   fields;
+//! Nodes and pods are the operator's shared caches ([`Caches`]): one watch each serves the
+//! window controller and this watcher; a pod's change triggers its node only. The watches this
+//! watcher adds are narrow:
 //! - ReplicaSets: metadata only (only their owner references are read);
 //! - Deployments and PDBs: full, without managed fields.
 //!
@@ -27,10 +22,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+use crate::operator::caches::Caches;
 use crate::resources::PodDigest;
-
-/// Field selector of the pod watch: pods bound to a node that have not finished.
-pub const POD_FIELD_SELECTOR: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 
 /// What woke the watcher loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,10 +49,13 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Starts every watch; changes are sent to `triggers`. `scope` limits namespaced watches
-    /// to one namespace. The returned tasks run until aborted.
+    /// Starts the watches of workloads and PDBs (pods and nodes come from the operator's
+    /// shared `caches`, which send their own triggers); changes are sent to `triggers`.
+    /// `scope` limits namespaced watches to one namespace. The returned tasks run until
+    /// aborted.
     pub fn start(
         client: &Client,
+        caches: &Caches,
         scope: Option<&str>,
         namespace_selector: Option<&str>,
         triggers: &UnboundedSender<Trigger>,
@@ -76,41 +72,6 @@ impl Stores {
         }
         let plain = || watcher::Config::default();
         let mut tasks = Vec::new();
-
-        let (nodes, writer) = reflector::store();
-        let stream = watcher(Api::<Node>::all(client.clone()), plain())
-            .default_backoff()
-            .modify(|n: &mut Node| {
-                n.metadata.managed_fields = None;
-                n.status = None;
-            })
-            .reflect(writer);
-        tasks.push(drive(
-            "nodes",
-            stream,
-            triggers.clone(),
-            |event| match event {
-                watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
-                    n.metadata.name.clone().map(Trigger::Node)
-                }
-                watcher::Event::Delete(n) => n.metadata.uid.clone().map(Trigger::NodeGone),
-                watcher::Event::InitDone => Some(Trigger::All),
-                watcher::Event::Init => None,
-            },
-        ));
-
-        let (pods, writer) = reflector::store();
-        let stream = watcher(
-            api::<PodDigest>(client, scope),
-            plain().fields(POD_FIELD_SELECTOR),
-        )
-        .default_backoff()
-        .modify(|p: &mut PodDigest| {
-            p.metadata.annotations = None;
-            p.trim(|_| false);
-        })
-        .reflect(writer);
-        tasks.push(drive("pods", stream, triggers.clone(), pod_node));
 
         let (replica_sets, writer) = reflector::store();
         let stream = watcher(api::<PartialObjectMeta<ReplicaSet>>(client, scope), plain())
@@ -146,8 +107,8 @@ impl Stores {
         });
 
         let stores = Stores {
-            nodes,
-            pods,
+            nodes: caches.nodes.clone(),
+            pods: caches.pods.clone(),
             replica_sets,
             deployments,
             pdbs,
@@ -156,10 +117,12 @@ impl Stores {
         (stores, tasks)
     }
 
-    /// Waits until every store has its initial list.
-    pub async fn wait_until_ready(&self) -> anyhow::Result<()> {
-        self.nodes.wait_until_ready().await?;
-        self.pods.wait_until_ready().await?;
+    /// Waits until every store (and the shared `caches`) has its initial list.
+    pub async fn wait_until_ready(&self, caches: &Caches) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            caches.wait_until_ready().await,
+            "the pod or node watch stopped"
+        );
         self.replica_sets.wait_until_ready().await?;
         self.deployments.wait_until_ready().await?;
         self.pdbs.wait_until_ready().await?;
@@ -175,17 +138,6 @@ fn all<K>(event: &watcher::Event<K>) -> Option<Trigger> {
         watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone => {
             Some(Trigger::All)
         }
-        watcher::Event::Init | watcher::Event::InitApply(_) => None,
-    }
-}
-
-/// A pod change concerns only the node it runs on.
-fn pod_node(event: &watcher::Event<PodDigest>) -> Option<Trigger> {
-    match event {
-        watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
-            pod.node_name().map(|n| Trigger::Node(n.to_string()))
-        }
-        watcher::Event::InitDone => Some(Trigger::All),
         watcher::Event::Init | watcher::Event::InitApply(_) => None,
     }
 }

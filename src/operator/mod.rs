@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub mod admin;
+pub mod caches;
 pub mod leader;
 pub mod metrics;
 pub mod shutdown;
@@ -149,12 +150,19 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             None => Ok(()),
         }
     };
+    let scope = match state.args.namespaces.as_slice() {
+        [only] => Some(only.as_str()),
+        _ => None,
+    };
+    let (drain_tx, drain_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (caches, window_feed, _watches) =
+        caches::Caches::start(&state.client, scope, drain_tx.clone());
     tokio::try_join!(
         election,
         admin::serve(state.args.admin_addr, state.clone()),
         crate::api::serve(state.clone()),
-        crate::window::run(state.clone()),
-        crate::drain::run(state.clone()),
+        crate::window::run(state.clone(), caches.clone(), window_feed),
+        crate::drain::run(state.clone(), caches, drain_tx, drain_rx),
     )?;
     info!("operator stopped");
     Ok(())

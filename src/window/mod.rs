@@ -28,7 +28,7 @@ mod plan_tests;
 
 pub use metrics::WindowMetrics;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -38,20 +38,19 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, future};
 use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use crate::operator::State;
-use crate::resources::names::FIELD_MANAGER;
-use crate::resources::{PodDigest, TestWindow};
+use crate::operator::caches::{Caches, WindowFeed};
+use crate::resources::TestWindow;
 use context::{Context, Stores};
 use fields::{keep_own_entries, window_uids};
 use triggers::{PdbTriggers, node_fingerprint, windows_for, windows_on_node};
@@ -141,32 +140,61 @@ async fn discover_node_claims(client: &Client) -> Option<ApiResource> {
 }
 
 /// Runs the window controller until shutdown.
-pub async fn run(state: State) -> anyhow::Result<()> {
+pub async fn run(state: State, caches: Caches, feed: WindowFeed) -> anyhow::Result<()> {
     state.ready.register(GATE);
     let client = state.client.clone();
     let namespaces = state.args.namespaces.clone();
     let cfg = watcher::Config::default();
 
     let (windows, windows_writer) = reflector::store();
+    // The controller itself waits for this store's readiness, and a store wakes only one
+    // waiter: start-up learns it from the stream instead.
+    let (windows_listed, windows_listed_rx) = tokio::sync::watch::channel(false);
     let window_stream = watcher(scoped::<TestWindow>(&client, &namespaces), cfg.clone())
         .default_backoff()
         .reflect(windows_writer)
+        .inspect(move |event| {
+            if matches!(event, Ok(watcher::Event::InitDone)) {
+                windows_listed.send_replace(true);
+            }
+        })
         .applied_objects();
 
-    let (pods, pods_writer) = reflector::store();
-    let pod_stream = watcher(scoped::<PodDigest>(&client, &namespaces), cfg.clone())
-        .default_backoff()
-        .modify(|p| p.trim(|manager| manager.starts_with(FIELD_MANAGER)))
-        .reflect(pods_writer)
-        .touched_objects();
-
-    let (nodes, nodes_writer) = reflector::store();
-    let node_stream = watcher(Api::<Node>::all(client.clone()), cfg.clone())
-        .default_backoff()
-        .modify(trim::node)
-        .reflect(nodes_writer)
-        .touched_objects()
-        .predicate_filter(node_fingerprint, PredicateConfig::default());
+    let (pods, nodes) = (caches.pods.clone(), caches.nodes.clone());
+    let pod_windows = windows.clone();
+    let pod_triggers = receive(feed.pods).flat_map(move |pod| {
+        futures::stream::iter(windows_for(
+            &pod_windows,
+            pod.metadata.namespace.as_deref(),
+            pod.labels(),
+            &window_uids(&pod.metadata),
+        ))
+    });
+    let node_windows = windows.clone();
+    let (node_pods, node_store) = (pods.clone(), nodes.clone());
+    let mut fingerprints = HashMap::new();
+    let node_triggers = receive(feed.nodes).flat_map(move |node| {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let gone = node_store.get(&ObjectRef::new(&name)).is_none();
+        let changed = if gone {
+            fingerprints.remove(&name);
+            true
+        } else {
+            let fingerprint = node_fingerprint(&node);
+            fingerprints.insert(name.clone(), fingerprint) != Some(fingerprint)
+        };
+        let mut refs = vec![];
+        if changed {
+            refs = windows_for(
+                &node_windows,
+                None,
+                &BTreeMap::new(),
+                &window_uids(&node.metadata),
+            );
+            refs.extend(windows_on_node(&node_windows, &node_pods, Some(&name)));
+        }
+        futures::stream::iter(refs)
+    });
 
     let (pdbs, pdbs_writer) = reflector::store();
     let pdb_windows = windows.clone();
@@ -268,35 +296,12 @@ pub async fn run(state: State) -> anyhow::Result<()> {
         written: Default::default(),
     });
 
-    tokio::spawn(startup(ctx.clone()));
+    tokio::spawn(startup(ctx.clone(), caches, windows_listed_rx));
 
-    let pod_windows = windows.clone();
-    let node_windows = windows.clone();
-    let node_pods = pods.clone();
     info!(namespaces = ?namespaces, "window controller starting");
     Controller::for_stream(window_stream, windows)
-        .watches_stream(pod_stream, move |pod: PodDigest| {
-            windows_for(
-                &pod_windows,
-                pod.metadata.namespace.as_deref(),
-                pod.labels(),
-                &window_uids(&pod.metadata),
-            )
-        })
-        .watches_stream(node_stream, move |node: Node| {
-            let mut refs = windows_for(
-                &node_windows,
-                None,
-                &BTreeMap::new(),
-                &window_uids(&node.metadata),
-            );
-            refs.extend(windows_on_node(
-                &node_windows,
-                &node_pods,
-                node.metadata.name.as_deref(),
-            ));
-            refs
-        })
+        .reconcile_on(pod_triggers)
+        .reconcile_on(node_triggers)
         .reconcile_on(pdb_stream)
         .reconcile_on(claim_triggers)
         .with_config(ControllerConfig::default().concurrency(16))
@@ -319,23 +324,38 @@ pub async fn run(state: State) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The items of a channel as a stream.
+fn receive<T>(mut rx: tokio::sync::mpsc::UnboundedReceiver<T>) -> impl futures::Stream<Item = T> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
 /// Waits for every cache, sweeps leftovers once, then opens the readiness gate.
-async fn startup(ctx: Arc<Context>) {
+async fn startup(
+    ctx: Arc<Context>,
+    caches: Caches,
+    mut windows_listed: tokio::sync::watch::Receiver<bool>,
+) {
     let s = &ctx.stores;
+    let listed = windows_listed.clone();
     let waits = async {
+        if !caches.wait_until_ready().await {
+            return Err(());
+        }
+        windows_listed
+            .wait_for(|listed| *listed)
+            .await
+            .map_err(|_| ())?;
         tokio::try_join!(
-            s.windows.wait_until_ready(),
-            s.pods.wait_until_ready(),
-            s.nodes.wait_until_ready(),
             s.pdbs.wait_until_ready(),
             s.replica_sets.wait_until_ready(),
             s.deployments.wait_until_ready(),
             s.stateful_sets.wait_until_ready(),
-        )?;
+        )
+        .map_err(|_| ())?;
         if let Some(claims) = &s.node_claims {
-            claims.wait_until_ready().await?;
+            claims.wait_until_ready().await.map_err(|_| ())?;
         }
-        Ok::<_, kube::runtime::reflector::store::WriterDropped>(())
+        Ok(())
     };
     tokio::pin!(waits);
     loop {
@@ -346,9 +366,8 @@ async fn startup(ctx: Arc<Context>) {
             },
             () = tokio::time::sleep(Duration::from_secs(5)) => {
                 let pending: Vec<&str> = [
-                    ("windows", s.windows.wait_until_ready().now_or_never().is_some()),
-                    ("pods", s.pods.wait_until_ready().now_or_never().is_some()),
-                    ("nodes", s.nodes.wait_until_ready().now_or_never().is_some()),
+                    ("windows", *listed.borrow()),
+                    ("pods and nodes", caches.is_ready()),
                     ("pdbs", s.pdbs.wait_until_ready().now_or_never().is_some()),
                     ("replicasets", s.replica_sets.wait_until_ready().now_or_never().is_some()),
                     ("deployments", s.deployments.wait_until_ready().now_or_never().is_some()),

@@ -19,7 +19,7 @@ use crate::resources::{PodDigest, TestWindow};
 
 /// Hash of what matters about a node to windows: our annotations, our managers, and the
 /// disruption marks (kwok heartbeats and other status churn do not trigger reconciles).
-pub fn node_fingerprint(node: &Node) -> Option<u64> {
+pub fn node_fingerprint(node: &Node) -> u64 {
     let mut h = DefaultHasher::new();
     let annotations = node.annotations();
     annotations.get(KARPENTER_DO_NOT_DISRUPT).hash(&mut h);
@@ -32,7 +32,7 @@ pub fn node_fingerprint(node: &Node) -> Option<u64> {
             (&t.key, &t.effect).hash(&mut h);
         }
     }
-    Some(h.finish())
+    h.finish()
 }
 
 /// Windows in `ns` that select `labels` or whose managers wrote to the object (`owners`).
