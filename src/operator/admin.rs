@@ -33,10 +33,15 @@ impl Readiness {
 
     /// Marks a gate synced.
     pub fn mark_synced(&self, name: &'static str) {
-        self.gates
-            .lock()
-            .expect("readiness lock")
-            .insert(name, true);
+        let mut gates = self.gates.lock().expect("readiness lock");
+        let was_ready = gates.values().all(|ok| *ok);
+        gates.insert(name, true);
+        let now_ready = gates.values().all(|ok| *ok);
+        drop(gates);
+        if !was_ready && now_ready {
+            // Every initial list is parsed: their buffers can go back to the system.
+            super::memory::release_free_pages();
+        }
     }
 
     /// Names of gates that are not yet synced.

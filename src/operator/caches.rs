@@ -36,8 +36,8 @@ pub struct Caches {
     ready: Shared<BoxFuture<'static, bool>>,
 }
 
-/// What the window controller receives: every pod and node that changed (applied, deleted or
-/// listed), as stored.
+/// What the window controller receives: every pod and node that changed (applied, deleted, or
+/// changed while a re-list was under way), as stored.
 pub struct WindowFeed {
     pub pods: UnboundedReceiver<Arc<PodDigest>>,
     pub nodes: UnboundedReceiver<Arc<Node>>,
@@ -153,6 +153,10 @@ where
 {
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        // Until the first list is complete nothing is handed to the window controller: its
+        // reconciles wait for the caches anyway, and holding 10,000 listed pods in the channel
+        // would double the start-up peak.
+        let mut listed = false;
         while let Some(event) = stream.next().await {
             let event = match event {
                 Ok(event) => event,
@@ -166,11 +170,25 @@ where
                 let _ = drain.send(trigger);
             }
             let changed = match event {
-                watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => store
+                watcher::Event::Apply(obj) => store
                     .get(&ObjectRef::from_obj(&obj))
                     .unwrap_or_else(|| Arc::new(obj)),
+                // A re-list (after the watch lost its place): the store still holds the previous
+                // state until it completes, so only what changed in between is handed on.
+                watcher::Event::InitApply(obj) if listed => {
+                    let before = store.get(&ObjectRef::from_obj(&obj));
+                    let version = |o: &K| o.meta().resource_version.clone();
+                    if before.is_some_and(|b| version(&b) == version(&obj)) {
+                        continue;
+                    }
+                    Arc::new(obj)
+                }
                 watcher::Event::Delete(obj) => Arc::new(obj),
-                watcher::Event::Init | watcher::Event::InitDone => continue,
+                watcher::Event::InitDone => {
+                    listed = true;
+                    continue;
+                }
+                watcher::Event::InitApply(_) | watcher::Event::Init => continue,
             };
             let _ = window.send(changed);
         }

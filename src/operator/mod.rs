@@ -15,6 +15,7 @@ use tracing::info;
 pub mod admin;
 pub mod caches;
 pub mod leader;
+pub mod memory;
 pub mod metrics;
 pub mod shutdown;
 
