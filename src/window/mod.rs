@@ -197,7 +197,7 @@ pub async fn run(state: State, caches: Caches, feed: WindowFeed) -> anyhow::Resu
     });
 
     let (pdbs, pdbs_writer) = reflector::store();
-    let pdb_windows = windows.clone();
+    let (pdb_windows, pdb_pods) = (windows.clone(), pods.clone());
     let mut pdb_triggers = PdbTriggers::default();
     let pdb_stream = watcher(
         scoped::<PodDisruptionBudget>(&client, &namespaces),
@@ -209,7 +209,7 @@ pub async fn run(state: State, caches: Caches, feed: WindowFeed) -> anyhow::Resu
         let refs = match event {
             Ok(event) => pdb_triggers
                 .on(&event)
-                .map(|concerns| PdbTriggers::refs(concerns, &pdb_windows)),
+                .map(|concerns| PdbTriggers::refs(concerns, &pdb_windows, &pdb_pods)),
             Err(err) => {
                 warn!(error = %err, kind = "PodDisruptionBudget", "watch failed, retrying");
                 None

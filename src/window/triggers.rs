@@ -8,6 +8,7 @@ use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -79,11 +80,11 @@ pub fn windows_on_node(
 
 /// What a PDB change means to windows, decided from the PDB's last two versions.
 ///
-/// A PDB appearing, going away or changing its spec (generation) can change any plan of its
-/// namespace: a window reuses a PDB that already covers its pods instead of creating one. Its
-/// status changes, which follow every pod change, concern only the windows that own it (they
-/// wait for the disruption controller to compute their PDB) — before and after the change, so
-/// a window that just released a shared PDB sees the release.
+/// A PDB appearing, going away or changing its spec (generation) can change the plan of a window
+/// whose pods it covers: such a window reuses it instead of creating its own, or needs its own
+/// once it is gone. Its status changes, which follow every pod change, concern only the windows
+/// that own it (they wait for the disruption controller to compute their PDB) — before and after
+/// the change, so a window that just released a shared PDB sees the release.
 #[derive(Default)]
 pub struct PdbTriggers {
     seen: HashMap<ObjectRef<PodDisruptionBudget>, Seen>,
@@ -93,12 +94,17 @@ pub struct PdbTriggers {
 type Seen = (Option<i64>, Vec<ObjectRef<TestWindow>>);
 
 /// Who should look again after a PDB event.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum PdbConcerns {
-    /// Every window of the namespace.
-    Namespace(String),
+    /// The windows selecting (or having written to) a pod of `namespace` that `selector`
+    /// covers, and the PDB's owners.
+    Covered {
+        namespace: String,
+        selector: Option<LabelSelector>,
+        owners: Vec<ObjectRef<TestWindow>>,
+    },
     /// These windows (the PDB's owners, before and after).
-    Windows(Vec<ObjectRef<TestWindow>>),
+    Owners(Vec<ObjectRef<TestWindow>>),
 }
 
 fn owners(pdb: &PodDisruptionBudget) -> Vec<ObjectRef<TestWindow>> {
@@ -110,6 +116,16 @@ fn owners(pdb: &PodDisruptionBudget) -> Vec<ObjectRef<TestWindow>> {
         .collect()
 }
 
+fn covered(pdb: &PodDisruptionBudget, mut owners: Vec<ObjectRef<TestWindow>>) -> PdbConcerns {
+    owners.sort_by(|a, b| a.name.cmp(&b.name));
+    owners.dedup();
+    PdbConcerns::Covered {
+        namespace: pdb.namespace().unwrap_or_default(),
+        selector: pdb.spec.as_ref().and_then(|s| s.selector.clone()),
+        owners,
+    }
+}
+
 impl PdbTriggers {
     /// The windows a watch event concerns; `None` for events that concern none.
     pub fn on(&mut self, event: &watcher::Event<PodDisruptionBudget>) -> Option<PdbConcerns> {
@@ -119,34 +135,60 @@ impl PdbTriggers {
                 let generation = pdb.metadata.generation;
                 let now = owners(pdb);
                 let before = self.seen.insert(key, (generation, now.clone()));
+                let mut all = before
+                    .as_ref()
+                    .map(|(_, was)| was.clone())
+                    .unwrap_or_default();
+                all.extend(now);
                 match before {
-                    Some((g, mut was)) if g == generation => {
-                        was.extend(now);
-                        was.sort_by(|a, b| a.name.cmp(&b.name));
-                        was.dedup();
-                        (!was.is_empty()).then_some(PdbConcerns::Windows(was))
+                    Some((g, _)) if g == generation => {
+                        all.sort_by(|a, b| a.name.cmp(&b.name));
+                        all.dedup();
+                        (!all.is_empty()).then_some(PdbConcerns::Owners(all))
                     }
-                    _ => Some(PdbConcerns::Namespace(pdb.namespace().unwrap_or_default())),
+                    _ => Some(covered(pdb, all)),
                 }
             }
             watcher::Event::Delete(pdb) => {
-                self.seen.remove(&ObjectRef::from_obj(pdb));
-                Some(PdbConcerns::Namespace(pdb.namespace().unwrap_or_default()))
+                let was = self.seen.remove(&ObjectRef::from_obj(pdb));
+                let mut all = was.map(|(_, was)| was).unwrap_or_default();
+                all.extend(owners(pdb));
+                Some(covered(pdb, all))
             }
             watcher::Event::Init | watcher::Event::InitDone => None,
         }
     }
 
-    /// The window refs of `concerns`, reading the namespace's windows from `windows`.
-    pub fn refs(concerns: PdbConcerns, windows: &Store<TestWindow>) -> Vec<ObjectRef<TestWindow>> {
+    /// The window refs of `concerns`, reading pods and windows from the caches.
+    pub fn refs(
+        concerns: PdbConcerns,
+        windows: &Store<TestWindow>,
+        pods: &Store<PodDigest>,
+    ) -> Vec<ObjectRef<TestWindow>> {
         match concerns {
-            PdbConcerns::Windows(refs) => refs,
-            PdbConcerns::Namespace(ns) => windows
-                .state()
-                .iter()
-                .filter(|w| w.namespace().as_deref() == Some(ns.as_str()))
-                .map(|w| ObjectRef::from_obj(w.as_ref()))
-                .collect(),
+            PdbConcerns::Owners(refs) => refs,
+            PdbConcerns::Covered {
+                namespace,
+                selector,
+                owners,
+            } => {
+                let covered = pods.state_filter(|p| {
+                    p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                        && selector::optional_matches(selector.as_ref(), p.labels())
+                });
+                let mut refs = owners;
+                // Pods with the same labels concern the same windows: look each label set up once.
+                let mut label_sets = BTreeSet::new();
+                for pod in &covered {
+                    let uids = window_uids(&pod.metadata);
+                    if label_sets.insert(pod.labels()) || !uids.is_empty() {
+                        refs.extend(windows_for(windows, Some(&namespace), pod.labels(), &uids));
+                    }
+                }
+                refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+                refs.dedup();
+                refs
+            }
         }
     }
 }
@@ -154,6 +196,7 @@ impl PdbTriggers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::reflector;
     use serde_json::json;
 
     fn pdb(generation: i64, owners: &[&str], healthy: i32) -> PodDisruptionBudget {
@@ -163,48 +206,63 @@ mod tests {
             .collect();
         serde_json::from_value(json!({
             "metadata": {"name": "api", "namespace": "shop", "generation": generation, "ownerReferences": refs},
-            "spec": {"maxUnavailable": 0},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "api"}}},
             "status": {"currentHealthy": healthy, "desiredHealthy": 1, "disruptionsAllowed": 0, "expectedPods": 1}
         }))
         .unwrap()
     }
 
-    fn windows(names: &[&str]) -> PdbConcerns {
-        PdbConcerns::Windows(
-            names
-                .iter()
-                .map(|n| ObjectRef::new(n).within("shop"))
-                .collect(),
-        )
+    fn refs(names: &[&str]) -> Vec<ObjectRef<TestWindow>> {
+        names
+            .iter()
+            .map(|n| ObjectRef::new(n).within("shop"))
+            .collect()
+    }
+
+    fn covered(owners: &[&str]) -> Option<PdbConcerns> {
+        Some(PdbConcerns::Covered {
+            namespace: "shop".into(),
+            selector: Some(serde_json::from_value(json!({"matchLabels": {"app": "api"}})).unwrap()),
+            owners: refs(owners),
+        })
     }
 
     #[test]
-    fn a_new_changed_or_deleted_pdb_concerns_the_whole_namespace() {
+    fn a_new_changed_or_deleted_pdb_concerns_the_windows_of_the_pods_it_covers() {
         let mut t = PdbTriggers::default();
-        let ns = Some(PdbConcerns::Namespace("shop".into()));
-        assert_eq!(t.on(&watcher::Event::InitApply(pdb(1, &[], 1))), ns);
-        assert_eq!(t.on(&watcher::Event::Apply(pdb(2, &[], 1))), ns);
-        assert_eq!(t.on(&watcher::Event::Delete(pdb(2, &[], 1))), ns);
+        assert_eq!(
+            t.on(&watcher::Event::InitApply(pdb(1, &[], 1))),
+            covered(&[])
+        );
+        assert_eq!(
+            t.on(&watcher::Event::Apply(pdb(2, &["a"], 1))),
+            covered(&["a"])
+        );
+        assert_eq!(
+            t.on(&watcher::Event::Delete(pdb(2, &[], 1))),
+            covered(&["a"])
+        );
         // Seen again after its deletion: new again.
-        assert_eq!(t.on(&watcher::Event::Apply(pdb(2, &[], 1))), ns);
+        assert_eq!(t.on(&watcher::Event::Apply(pdb(2, &[], 1))), covered(&[]));
     }
 
     #[test]
     fn a_status_change_concerns_only_its_owners_before_and_after() {
         let mut t = PdbTriggers::default();
         t.on(&watcher::Event::Apply(pdb(1, &["a", "b"], 0)));
+        let owners = |names| Some(PdbConcerns::Owners(refs(names)));
         assert_eq!(
             t.on(&watcher::Event::Apply(pdb(1, &["a", "b"], 1))),
-            Some(windows(&["a", "b"]))
+            owners(&["a", "b"])
         );
         // b released it: b still hears of it.
         assert_eq!(
             t.on(&watcher::Event::Apply(pdb(1, &["a"], 1))),
-            Some(windows(&["a", "b"]))
+            owners(&["a", "b"])
         );
         assert_eq!(
             t.on(&watcher::Event::Apply(pdb(1, &["a"], 0))),
-            Some(windows(&["a"]))
+            owners(&["a"])
         );
     }
 
@@ -213,5 +271,45 @@ mod tests {
         let mut t = PdbTriggers::default();
         t.on(&watcher::Event::Apply(pdb(3, &[], 1)));
         assert_eq!(t.on(&watcher::Event::Apply(pdb(3, &[], 0))), None);
+    }
+
+    fn store<K>(items: Vec<serde_json::Value>) -> Store<K>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + 'static,
+    {
+        let (reader, mut writer) = reflector::store();
+        for item in items {
+            writer.apply_watcher_event(&watcher::Event::Apply(
+                serde_json::from_value(item).unwrap(),
+            ));
+        }
+        reader
+    }
+
+    fn window(name: &str, ns: &str, app: &str) -> serde_json::Value {
+        json!({"apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow",
+               "metadata": {"name": name, "namespace": ns, "uid": format!("u-{name}")},
+               "spec": {"selector": {"matchLabels": {"app": app}}, "ttl": "30m"}})
+    }
+
+    fn pod(name: &str, ns: &str, app: &str) -> serde_json::Value {
+        json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": app}}})
+    }
+
+    #[test]
+    fn covered_pods_lead_to_the_windows_selecting_them_and_no_others() {
+        let windows = store::<TestWindow>(vec![
+            window("api-tests", "shop", "api"),
+            window("web-tests", "shop", "web"),
+            window("api-elsewhere", "other", "api"),
+        ]);
+        let pods = store::<PodDigest>(vec![
+            pod("api-1", "shop", "api"),
+            pod("api-2", "shop", "api"),
+            pod("web-1", "shop", "web"),
+            pod("api-1", "other", "api"),
+        ]);
+        let got = PdbTriggers::refs(covered(&["owner"]).unwrap(), &windows, &pods);
+        assert_eq!(got, refs(&["api-tests", "owner"]));
     }
 }
