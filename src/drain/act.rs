@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use serde_json::json;
@@ -110,8 +110,8 @@ impl Actor {
         }
     }
 
-    /// Fresh GETs of the node, the pod, its ReplicaSet and Deployment, and the namespace's
-    /// PDBs (in parallel: one round trip), then the same decision as from the stores. `None`
+    /// Fresh GETs of the node, the pod, its ReplicaSet and Deployment, and the blocking PDB
+    /// (in parallel: one round trip), then the same decision as from the stores. `None`
     /// when the node, pod or owner chain moved on.
     async fn recheck(
         &self,
@@ -149,11 +149,15 @@ impl Actor {
                     .await
                     .map_err(read("the Deployment"))
             },
+            // The PDB the plan found blocking, by name: a GET is read from etcd at once, where a
+            // consistent LIST waits for the API server's cache to catch up (tens of
+            // milliseconds after a burst of writes). If it no longer blocks, the next pass
+            // decides from the caches again.
             async {
                 Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
-                    .list(&ListParams::default())
+                    .get_opt(&plan.pdb)
                     .await
-                    .map_err(read("the PodDisruptionBudgets"))
+                    .map_err(read("the PodDisruptionBudget"))
             },
         )?;
         let Some(node) = node.filter(|n| n.metadata.uid.as_deref() == Some(&plan.node.uid)) else {
@@ -180,7 +184,6 @@ impl Actor {
         if !(pod_owned && rs_owned) {
             return Ok(None);
         }
-        let pdbs = pdbs.items;
         let pdbs: Vec<&PodDisruptionBudget> = pdbs.iter().collect();
         let decision = decide::decide(&Facts {
             node: &plan.node,

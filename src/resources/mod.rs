@@ -1,6 +1,7 @@
 //! The Kubernetes-facing vocabulary: the `TestWindow` resource and the fixed names
 //! (annotations, labels, finalizer, field managers) that everything else builds on.
 
+pub mod digest_meta;
 pub mod names;
 pub mod pod_digest;
 pub mod testwindow;

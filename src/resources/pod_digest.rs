@@ -22,7 +22,8 @@ pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// The fields of a Pod the window controller and the drain watcher read.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct PodDigest {
-    /// The pod's metadata.
+    /// The pod's metadata, with only the guard's managedFields entries.
+    #[serde(deserialize_with = "super::digest_meta::deserialize")]
     pub metadata: ObjectMeta,
     /// `spec.nodeName`.
     #[serde(default)]
