@@ -70,7 +70,7 @@ impl Caches {
             None => Api::all(client.clone()),
         };
         let (pods, writer) = reflector::store();
-        let stream = watcher(pod_api, watcher::Config::default())
+        let stream = watcher(pod_api, list_in_small_pages())
             .default_backoff()
             .modify(|p: &mut PodDigest| p.trim(|manager| manager.starts_with(FIELD_MANAGER)))
             .reflect(writer);
@@ -90,7 +90,7 @@ impl Caches {
         );
 
         let (nodes, writer) = reflector::store();
-        let stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+        let stream = watcher(Api::<Node>::all(client.clone()), list_in_small_pages())
             .default_backoff()
             .modify(trim::node)
             .reflect(writer);
@@ -135,6 +135,15 @@ impl Caches {
     pub fn is_ready(&self) -> bool {
         self.ready.peek() == Some(&true)
     }
+}
+
+/// Objects per page of the initial list (the default is 500). A page is parsed whole before its
+/// objects are stored: smaller pages lower the start-up peak, which stays resident as
+/// fragmentation, for a few more round trips (100 for 10,000 pods).
+const LIST_PAGE: u32 = 100;
+
+fn list_in_small_pages() -> watcher::Config {
+    watcher::Config::default().page_size(LIST_PAGE)
 }
 
 /// Drives one watch: hands each changed object (the stored `Arc`, or the last state of a
