@@ -125,41 +125,50 @@ impl Actor {
         // All reads at once; then the chain pod → ReplicaSet → Deployment is checked again.
         let client = &self.client;
         let (node, pod, rs, deployment, pdbs) = futures::try_join!(
-            async {
+            timed(async {
                 Api::<Node>::all(client.clone())
                     .get_opt(&plan.node.name)
                     .await
                     .map_err(read("the node"))
-            },
-            async {
+            }),
+            timed(async {
                 Api::<Pod>::namespaced(client.clone(), ns)
                     .get_opt(&plan.pod)
                     .await
                     .map_err(read("the pod"))
-            },
-            async {
+            }),
+            timed(async {
                 Api::<ReplicaSet>::namespaced(client.clone(), ns)
                     .get_metadata_opt(&plan.replica_set)
                     .await
                     .map_err(read("the ReplicaSet"))
-            },
-            async {
+            }),
+            timed(async {
                 Api::<Deployment>::namespaced(client.clone(), ns)
                     .get_opt(&plan.deployment)
                     .await
                     .map_err(read("the Deployment"))
-            },
+            }),
             // The PDB the plan found blocking, by name: a GET is read from etcd at once, where a
             // consistent LIST waits for the API server's cache to catch up (tens of
             // milliseconds after a burst of writes). If it no longer blocks, the next pass
             // decides from the caches again.
-            async {
+            timed(async {
                 Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
                     .get_opt(&plan.pdb)
                     .await
                     .map_err(read("the PodDisruptionBudget"))
-            },
+            }),
         )?;
+        debug!(
+            node_ms = node.1,
+            pod_ms = pod.1,
+            replica_set_ms = rs.1,
+            deployment_ms = deployment.1,
+            pdb_ms = pdbs.1,
+            "re-check reads"
+        );
+        let (node, pod, rs, deployment, pdbs) = (node.0, pod.0, rs.0, deployment.0, pdbs.0);
         let Some(node) = node.filter(|n| n.metadata.uid.as_deref() == Some(&plan.node.uid)) else {
             return Ok(None);
         };
@@ -322,6 +331,13 @@ fn restarted_at(now: Timestamp, previous: Option<&str>) -> String {
     } else {
         seconds
     }
+}
+
+/// A read's result with how long it took (ms), for the re-check's debug log.
+async fn timed<T, E>(read: impl Future<Output = Result<T, E>>) -> Result<(T, f64), E> {
+    let started = std::time::Instant::now();
+    let value = read.await?;
+    Ok((value, started.elapsed().as_secs_f64() * 1000.0))
 }
 
 #[cfg(test)]
