@@ -552,17 +552,19 @@ async fn an_open_over_the_namespaces_resourcequota_is_a_403_naming_the_quota() {
         let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
             Api::namespaced(client.clone(), &ns);
         quotas.create(&PostParams::default(), &quota).await.unwrap();
-        // The quota controller must have counted before the admission plugin enforces it.
+        // Admission refuses ("status unknown for quota") until the quota controller has counted
+        // TestWindows: it discovers a new CRD within 30 s and counts at its next resync (15 s in
+        // the test cluster, 5 minutes by default).
         wait::until(
-            "the quota to be counted",
-            Duration::from_secs(30),
+            "the quota controller to count TestWindows",
+            Duration::from_secs(120),
             || async {
                 quotas
                     .get("windows")
                     .await
                     .ok()
-                    .and_then(|q| q.status?.hard)
-                    .is_some()
+                    .and_then(|q| q.status?.used)
+                    .is_some_and(|used| used.contains_key("count/testwindows.disruption-guard.io"))
             },
         )
         .await;
