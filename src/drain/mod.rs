@@ -71,14 +71,10 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     state.ready.register(READY_GATE);
     let args = &state.args;
-    let scope = match args.namespaces.as_slice() {
-        [only] => Some(only.as_str()),
-        _ => None,
-    };
     let (stores, tasks) = stores::Stores::start(
         &state.client,
         &caches,
-        scope,
+        state.watch_scope(),
         args.drain.drain_namespace_selector.as_deref(),
         &tx,
     );

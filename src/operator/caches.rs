@@ -23,7 +23,6 @@ use tracing::warn;
 
 use crate::drain::stores::Trigger;
 use crate::resources::PodDigest;
-use crate::resources::names::FIELD_MANAGER;
 use crate::window::trim;
 
 /// The shared stores.
@@ -72,7 +71,7 @@ impl Caches {
         let (pods, writer) = reflector::store();
         let stream = watcher(pod_api, list_in_small_pages())
             .default_backoff()
-            .modify(|p: &mut PodDigest| p.trim(|manager| manager.starts_with(FIELD_MANAGER)))
+            .modify(PodDigest::trim)
             .reflect(writer);
         let pod_task = fan_out(
             "pods",

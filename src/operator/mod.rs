@@ -92,6 +92,15 @@ pub struct State {
 }
 
 impl State {
+    /// The one namespace namespaced watches are limited to, when `--namespaces` names exactly
+    /// one; otherwise they watch every namespace and decisions filter with [`Self::in_scope`].
+    pub fn watch_scope(&self) -> Option<&str> {
+        match self.args.namespaces.as_slice() {
+            [only] => Some(only.as_str()),
+            _ => None,
+        }
+    }
+
     /// Whether the operator acts in `namespace` (the `--namespaces` scope).
     pub fn in_scope(&self, namespace: &str) -> bool {
         self.args.namespaces.is_empty() || self.args.namespaces.iter().any(|n| n == namespace)
@@ -151,13 +160,9 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             None => Ok(()),
         }
     };
-    let scope = match state.args.namespaces.as_slice() {
-        [only] => Some(only.as_str()),
-        _ => None,
-    };
     let (drain_tx, drain_rx) = tokio::sync::mpsc::unbounded_channel();
     let (caches, window_feed, _watches) =
-        caches::Caches::start(&state.client, scope, drain_tx.clone());
+        caches::Caches::start(&state.client, state.watch_scope(), drain_tx.clone());
     tokio::try_join!(
         election,
         admin::serve(state.args.admin_addr, state.clone()),

@@ -85,14 +85,9 @@ impl Resource for PodDigest {
 }
 
 impl PodDigest {
-    /// Drops the conditions nothing reads, and the managedFields entries `keep` rejects.
-    pub fn trim(&mut self, keep: impl Fn(&str) -> bool) {
-        if let Some(entries) = self.metadata.managed_fields.as_mut() {
-            entries.retain(|m| m.manager.as_deref().is_some_and(&keep));
-            if entries.is_empty() {
-                self.metadata.managed_fields = None;
-            }
-        }
+    /// Drops the conditions nothing reads (other managers' managedFields entries are never
+    /// read in the first place: see [`digest_meta`](super::digest_meta)).
+    pub fn trim(&mut self) {
         if let Some(conditions) = self.status.conditions.as_mut() {
             conditions.retain(|c| c.type_ == DISRUPTION_TARGET);
             if conditions.is_empty() {
@@ -175,7 +170,7 @@ mod tests {
     #[test]
     fn a_digest_read_from_a_full_pod_keeps_what_decisions_read() {
         let mut digest: PodDigest = serde_json::from_value(full_pod()).unwrap();
-        digest.trim(|m| m.starts_with("disruption-guard"));
+        digest.trim();
         let pod = digest.to_pod();
         let meta = &pod.metadata;
         assert_eq!(meta.labels.as_ref().unwrap()["app"], "api");

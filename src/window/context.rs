@@ -17,7 +17,6 @@ use tracing::debug;
 use super::apply::Writer;
 use super::plan::World;
 use crate::operator::State;
-use crate::resources::names::FIELD_MANAGER;
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
 
 /// Reflector stores of everything the planner reads.
@@ -109,7 +108,7 @@ impl Context {
             .items
             .into_iter()
             .map(|mut p| {
-                p.trim(|manager| manager.starts_with(FIELD_MANAGER));
+                p.trim();
                 Arc::new(p)
             })
             .collect();

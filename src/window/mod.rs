@@ -28,7 +28,7 @@ mod plan_tests;
 
 pub use metrics::WindowMetrics;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -53,7 +53,7 @@ use crate::operator::caches::{Caches, WindowFeed};
 use crate::resources::TestWindow;
 use context::{Context, Stores};
 use fields::{keep_own_entries, window_uids};
-use triggers::{PdbTriggers, node_fingerprint, windows_for, windows_on_node};
+use triggers::{NodeChanges, PdbTriggers, windows_for, windows_on_node};
 
 /// Flags of the window controller.
 #[derive(Debug, Clone, Args)]
@@ -172,19 +172,12 @@ pub async fn run(state: State, caches: Caches, feed: WindowFeed) -> anyhow::Resu
     });
     let node_windows = windows.clone();
     let (node_pods, node_store) = (pods.clone(), nodes.clone());
-    let mut fingerprints = HashMap::new();
+    let mut node_changes = NodeChanges::default();
     let node_triggers = receive(feed.nodes).flat_map(move |node| {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let gone = node_store.get(&ObjectRef::new(&name)).is_none();
-        let changed = if gone {
-            fingerprints.remove(&name);
-            true
-        } else {
-            let fingerprint = node_fingerprint(&node);
-            fingerprints.insert(name.clone(), fingerprint) != Some(fingerprint)
-        };
+        let stored = node_store.get(&ObjectRef::new(&name)).is_some();
         let mut refs = vec![];
-        if changed {
+        if node_changes.changed(&node, stored) {
             refs = windows_for(
                 &node_windows,
                 None,

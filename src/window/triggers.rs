@@ -20,7 +20,7 @@ use crate::resources::{PodDigest, TestWindow};
 
 /// Hash of what matters about a node to windows: our annotations, our managers, and the
 /// disruption marks (kwok heartbeats and other status churn do not trigger reconciles).
-pub fn node_fingerprint(node: &Node) -> u64 {
+fn node_fingerprint(node: &Node) -> u64 {
     let mut h = DefaultHasher::new();
     let annotations = node.annotations();
     annotations.get(KARPENTER_DO_NOT_DISRUPT).hash(&mut h);
@@ -34,6 +34,26 @@ pub fn node_fingerprint(node: &Node) -> u64 {
         }
     }
     h.finish()
+}
+
+/// Which node changes matter to windows: a node whose [`node_fingerprint`] changed, or that
+/// is gone from the cache (deleted). kwok heartbeats and other status churn do not.
+#[derive(Default)]
+pub struct NodeChanges {
+    fingerprints: HashMap<String, u64>,
+}
+
+impl NodeChanges {
+    /// Whether `node`'s change concerns windows; `stored` is whether the cache still holds it.
+    pub fn changed(&mut self, node: &Node, stored: bool) -> bool {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if !stored {
+            self.fingerprints.remove(&name);
+            return true;
+        }
+        let fingerprint = node_fingerprint(node);
+        self.fingerprints.insert(name, fingerprint) != Some(fingerprint)
+    }
 }
 
 /// Windows in `ns` that select `labels` or whose managers wrote to the object (`owners`).
@@ -225,6 +245,25 @@ mod tests {
             selector: Some(serde_json::from_value(json!({"matchLabels": {"app": "api"}})).unwrap()),
             owners: refs(owners),
         })
+    }
+
+    #[test]
+    fn only_a_changed_mark_or_a_deletion_is_a_node_change() {
+        let node = |taints: serde_json::Value, heartbeat: &str| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": "n1"},
+                "spec": {"taints": taints},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}
+            }))
+            .unwrap()
+        };
+        let mut changes = NodeChanges::default();
+        assert!(changes.changed(&node(json!([]), "2026-01-01T00:00:00Z"), true));
+        assert!(!changes.changed(&node(json!([]), "2026-01-01T00:00:10Z"), true));
+        let tainted = json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]);
+        assert!(changes.changed(&node(tainted.clone(), "2026-01-01T00:00:20Z"), true));
+        assert!(!changes.changed(&node(tainted.clone(), "2026-01-01T00:00:30Z"), true));
+        assert!(changes.changed(&node(tainted, "2026-01-01T00:00:30Z"), false));
     }
 
     #[test]
