@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use disruption_guard::resources::TestWindow;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ListParams, PostParams};
@@ -222,6 +223,25 @@ async fn run_forwards_sigterm_to_the_command_and_closes_its_window() {
     .await;
 }
 
+/// Creates the Lease `disruption-guard` in `ns`, held by `holder` for an hour from now.
+async fn hold_lease(kube: &Client, ns: &str, holder: &str) {
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "disruption-guard"},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 3600,
+            "acquireTime": now,
+            "renewTime": now,
+        },
+    }))
+    .unwrap();
+    Api::<Lease>::namespaced(kube.clone(), ns)
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn the_client_talks_to_testwindow_objects_directly_with_a_kubeconfig() {
     with_namespace(|kube, ns| async move {
@@ -323,8 +343,18 @@ async fn run_leaves_no_active_window_pdb_or_annotation_once_the_controller_runs(
 #[tokio::test]
 async fn a_sigterm_while_run_waits_for_ready_closes_the_window_and_runs_nothing() {
     with_namespace(|kube, ns| async move {
-        // Without a controller nothing becomes Ready, so run is still waiting when signalled.
-        let op = Operator::start(&ns, &[]).await;
+        // Another replica holds the Lease for an hour: this operator serves the API but never
+        // writes a status, so nothing becomes Ready and run is still waiting when signalled.
+        hold_lease(&kube, &ns, "another-replica").await;
+        let op = Operator::start(
+            &ns,
+            &[
+                "--leader-election",
+                &format!("--leader-election-namespace={ns}"),
+                "--leader-election-identity=client-test",
+            ],
+        )
+        .await;
         let ran = scratch(&ns, "ran");
         let child = client(&op, &ns)
             .env("RAN", &ran)
@@ -366,7 +396,13 @@ async fn a_sigterm_while_run_waits_for_ready_closes_the_window_and_runs_nothing(
         assert_eq!(out.status.code(), Some(143), "{stderr}");
         assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
         assert!(!ran.exists(), "the command must not run");
-        assert!(window(&kube, &ns, &name).await.spec.closed, "{stderr}");
+        let w = window(&kube, &ns, &name).await;
+        assert!(w.spec.closed, "{stderr}");
+        assert!(
+            w.status.is_none(),
+            "the follower wrote no status: {:?}",
+            w.status
+        );
     })
     .await;
 }

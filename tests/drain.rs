@@ -120,7 +120,9 @@ async fn a_karpenter_disrupted_taint_with_evictions_retried_like_karpenter_moves
         let _operator = Operator::start(&ns, &[]).await;
         let first = format!("{ns}-a");
         create_ready_node(&client, &ns, &first).await;
-        let app = deploy_lone(&client, &ns, lone(&ns, "api"), &first).await;
+        // The new pod takes a second to become Ready, as a container does: the first eviction
+        // comes before it, so the PDB refuses it however quickly the rollout starts.
+        let app = deploy_lone(&client, &ns, lone(&ns, "api").starts_in("1s"), &first).await;
         let second = format!("{ns}-b");
         create_ready_node(&client, &ns, &second).await;
         let pod = ready_pods(&client, &ns, &app).await.remove(0);

@@ -16,6 +16,7 @@ pub struct DeploymentBuilder {
     strategy: Value,
     paused: bool,
     annotations: BTreeMap<String, String>,
+    pod_annotations: BTreeMap<String, String>,
 }
 
 /// Starts a Deployment named `name` with one replica.
@@ -28,6 +29,7 @@ pub fn deployment(name: &str) -> DeploymentBuilder {
         strategy: json!({"type": "RollingUpdate"}),
         paused: false,
         annotations: BTreeMap::new(),
+        pod_annotations: BTreeMap::new(),
     }
 }
 
@@ -69,6 +71,14 @@ impl DeploymentBuilder {
         self
     }
 
+    /// Its pods become Ready `delay` (e.g. `"1s"`) after they start, like a container that takes
+    /// time to start (the test cluster's kwok stage reads the annotation).
+    pub fn starts_in(mut self, delay: &str) -> Self {
+        self.pod_annotations
+            .insert("pod-ready.stage.kwok.x-k8s.io/delay".into(), delay.into());
+        self
+    }
+
     pub fn build(self) -> Deployment {
         serde_json::from_value(json!({
             "apiVersion": "apps/v1",
@@ -80,7 +90,7 @@ impl DeploymentBuilder {
                 "strategy": self.strategy,
                 "selector": {"matchLabels": {"app": self.name}},
                 "template": {
-                    "metadata": {"labels": self.labels},
+                    "metadata": {"labels": self.labels, "annotations": self.pod_annotations},
                     "spec": {
                         "nodeSelector": self.node_selector,
                         "terminationGracePeriodSeconds": 0,
