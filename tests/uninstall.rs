@@ -43,12 +43,17 @@ fn helm(args: &[&str]) {
 }
 
 fn kubectl_ok(args: &[&str]) -> bool {
-    support::kubectl()
+    let out = support::kubectl()
         .args(args)
         .output()
-        .expect("running kubectl")
-        .status
-        .success()
+        .expect("running kubectl");
+    if !out.status.success() {
+        eprintln!(
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    out.status.success()
 }
 
 /// Guard traces anywhere in the cluster: PDBs labelled as ours, and pods or nodes that carry a
@@ -159,12 +164,19 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
         // 3. Delete the CRD (Helm never deletes crds/).
         assert!(kubectl_ok(&["delete", CRD, "--wait", "--timeout=60s"]));
 
-        wait::until(
-            "garbage collection of the window's PDB",
-            Duration::from_secs(30),
-            || async { traces(&client).await.is_empty() },
-        )
-        .await;
+        // Garbage collection removes the window's PDB; nothing else may be left.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = traces(&client).await;
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "guard traces left 30 s after uninstall: {left:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
         assert!(
             !kubectl_ok(&["get", CRD]),
             "the CRD is gone (kubectl get finds nothing)"
