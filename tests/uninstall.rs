@@ -42,18 +42,28 @@ fn helm(args: &[&str]) {
     );
 }
 
-fn kubectl_ok(args: &[&str]) -> bool {
+/// Runs kubectl and fails the test with its stderr unless it succeeds.
+fn kubectl_ok(args: &[&str]) {
     let out = support::kubectl()
         .args(args)
         .output()
         .expect("running kubectl");
-    if !out.status.success() {
-        eprintln!(
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    out.status.success()
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}
+
+/// Whether `kubectl get` finds the object.
+fn kubectl_finds(args: &[&str]) -> bool {
+    support::kubectl()
+        .arg("get")
+        .args(args)
+        .output()
+        .expect("running kubectl")
+        .status
+        .success()
 }
 
 /// Guard traces anywhere in the cluster: PDBs labelled as ours, and pods or nodes that carry a
@@ -150,19 +160,19 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
         );
 
         // 1. Delete every window while the operator runs: its finalizer releases them.
-        assert!(kubectl_ok(&[
+        kubectl_ok(&[
             "delete",
             "testwindows",
             "--all",
             "--all-namespaces",
             "--wait",
             "--timeout=60s",
-        ]));
+        ]);
         // 2. helm uninstall (here: stop the local operator process, then uninstall the release).
         operator.stop();
         helm(&["uninstall", &release, "--namespace", &ns, "--wait"]);
         // 3. Delete the CRD (Helm never deletes crds/).
-        assert!(kubectl_ok(&["delete", CRD, "--wait", "--timeout=60s"]));
+        kubectl_ok(&["delete", CRD, "--wait", "--timeout=60s"]);
 
         // Garbage collection removes the window's PDB; nothing else may be left.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -178,13 +188,13 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         assert!(
-            !kubectl_ok(&["get", CRD]),
+            !kubectl_finds(&[CRD]),
             "the CRD is gone (kubectl get finds nothing)"
         );
         for kind in ["clusterrole", "clusterrolebinding"] {
             let name = format!("{release}-disruption-guard");
             assert!(
-                !kubectl_ok(&["get", kind, &name]),
+                !kubectl_finds(&[kind, &name]),
                 "{kind} {name} is removed by helm uninstall"
             );
         }
