@@ -51,6 +51,8 @@ async fn kubectl_drain_of_a_lone_pod_under_a_max_unavailable_zero_pdb_hangs_with
         let sampler = Sampler::start(&client, &ns, &[&app]);
         let (ok_with, secs_with, stderr) = drain(&first_name, "60s").await;
         let with = sampler.finish().await;
+        // Every watch, the re-check reads and the rollout went over one HTTP/2 connection.
+        let connections = operator.api_server_connections();
 
         println!("                        without operator   with operator");
         println!("drain finished          {ok_without:<18} {ok_with}");
@@ -64,9 +66,14 @@ async fn kubectl_drain_of_a_lone_pod_under_a_max_unavailable_zero_pdb_hangs_with
             without.downtime_samples(),
             with.downtime_samples()
         );
+        println!("operator's API server connections: {connections}");
         assert!(ok_with, "the drain completes with the operator: {stderr}");
         assert!(with.rounds > 0);
         assert_eq!(with.downtime_samples(), 0, "no sample without a ready pod");
+        assert_eq!(
+            connections, 1,
+            "one multiplexed connection to the API server"
+        );
 
         let ready = ready_pods(&client, &ns, &app).await;
         assert_eq!(ready.len(), 1);

@@ -14,6 +14,7 @@ use tracing::info;
 
 pub mod admin;
 pub mod caches;
+pub mod client;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
@@ -109,9 +110,14 @@ impl State {
 
 /// Runs the operator until SIGINT or SIGTERM.
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
-    let client = Client::try_default()
+    let config = kube::Config::infer()
+        .await
+        .context("reading the Kubernetes configuration (in-cluster or KUBECONFIG)")?;
+    let client = client::build(config).context("setting up the Kubernetes client")?;
+    let protocol = client::protocol(&client)
         .await
         .context("connecting to Kubernetes (in-cluster config or KUBECONFIG)")?;
+    info!(?protocol, "connected to the API server");
     check_crd_installed(&client).await?;
 
     let shutdown = shutdown::on_signal();

@@ -225,6 +225,44 @@ impl Operator {
         (field("VmRSS:"), field("VmHWM:"))
     }
 
+    /// Established TCP connections from the process to the test cluster's API server (its
+    /// sockets matched against `/proc/<pid>/net/tcp{,6}` by inode and remote port).
+    pub fn api_server_connections(&self) -> usize {
+        let pid = self.pid().expect("the operator runs");
+        let port = api_server_port();
+        let inodes: std::collections::HashSet<String> =
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .unwrap()
+                .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .filter_map(|target| {
+                    let t = target.to_string_lossy();
+                    Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect();
+        ["tcp", "tcp6"]
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).ok())
+            .flat_map(|table| {
+                table
+                    .lines()
+                    .skip(1)
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|line| {
+                // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                let remote_port = cols
+                    .get(2)
+                    .and_then(|a| a.rsplit(':').next())
+                    .and_then(|p| u16::from_str_radix(p, 16).ok());
+                cols.get(3) == Some(&"01")
+                    && remote_port == Some(port)
+                    && cols.get(9).is_some_and(|i| inodes.contains(*i))
+            })
+            .count()
+    }
+
     /// The operator's log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -252,4 +290,15 @@ impl Drop for Operator {
         }
         self.kill();
     }
+}
+
+/// The port of the test cluster's API server, from the kubeconfig's `server:` URL.
+fn api_server_port() -> u16 {
+    let config = std::fs::read_to_string(super::kubeconfig()).unwrap();
+    config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server:"))
+        .and_then(|url| url.trim().rsplit(':').next())
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .expect("a server URL with a port in the kubeconfig")
 }

@@ -1,0 +1,79 @@
+//! The operator's connection to the API server: HTTP/2 when the server offers it (ALPN), so
+//! one TLS connection carries every watch and request. A drain's fresh reads then go out at
+//! once on a connection the watches keep alive, instead of each waiting for a pooled HTTP/1.1
+//! connection, or for a new one (TCP and TLS set-up) after a quiet spell let the idle ones
+//! expire. Servers without HTTP/2 get HTTP/1.1 as before.
+//!
+//! The stack is kube's default one otherwise: server address, credentials (refreshed tokens,
+//! client certificates, exec plugins), extra headers, and retries of 429/503/504 unless the
+//! configuration turns them off. Nothing here upgrades connections (no exec, attach or port
+//! forwarding), the one thing HTTP/2 would break.
+
+use std::time::Duration;
+
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::client::retry::RetryPolicy;
+use kube::client::{Body, ConfigExt};
+use kube::{Client, Config};
+use tower::retry::RetryLayer;
+use tower::{BoxError, ServiceBuilder};
+
+/// Interval of HTTP/2 PINGs: a connection that stops answering is noticed and replaced
+/// within two of them, watches included.
+const KEEP_ALIVE: Duration = Duration::from_secs(30);
+
+/// Builds the client for `config`; fails only on bad credentials or TLS material.
+pub fn build(config: Config) -> Result<Client, kube::Error> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(config.connect_timeout);
+    let tls = config.rustls_client_config()?;
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http();
+    let https = match config.tls_server_name.as_deref() {
+        Some(name) => https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(
+            name.to_owned()
+                .try_into()
+                .map_err(|e| kube::Error::Service(Box::new(e)))?,
+        )),
+        None => https,
+    }
+    .enable_http1()
+    .enable_http2()
+    .wrap_connector(http);
+
+    let hyper = HyperClient::builder(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .http2_keep_alive_interval(KEEP_ALIVE)
+        .http2_keep_alive_timeout(KEEP_ALIVE)
+        .http2_keep_alive_while_idle(true)
+        .http2_adaptive_window(true)
+        .build::<_, Body>(https);
+
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(
+            config
+                .default_retry
+                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+        )
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(BoxError::from)
+        .service(hyper);
+    Ok(Client::new(service, config.default_namespace))
+}
+
+/// The HTTP version the API server answers `GET /version` with: `HTTP/2.0` when the
+/// connection negotiated it.
+pub async fn protocol(client: &Client) -> Result<http::Version, kube::Error> {
+    let request = http::Request::get("/version")
+        .body(Body::empty())
+        .map_err(kube::Error::HttpError)?;
+    Ok(client.send(request).await?.version())
+}
