@@ -5,8 +5,8 @@
 //! expire. Servers without HTTP/2 get HTTP/1.1 as before.
 //!
 //! The stack is kube's default one otherwise: server address, credentials (refreshed tokens,
-//! client certificates, exec plugins), extra headers, and retries of 429/503/504 unless the
-//! configuration turns them off. Nothing here upgrades connections (no exec, attach or port
+//! client certificates, exec plugins), extra headers, connect/read/write timeouts, and retries
+//! of 429/503/504 unless the configuration turns them off. Nothing here upgrades connections (no exec, attach or port
 //! forwarding), the one thing HTTP/2 would break.
 
 use std::time::Duration;
@@ -29,7 +29,6 @@ pub fn build(config: Config) -> Result<Client, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    http.set_connect_timeout(config.connect_timeout);
     let tls = config.rustls_client_config()?;
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
@@ -45,6 +44,12 @@ pub fn build(config: Config) -> Result<Client, kube::Error> {
     .enable_http1()
     .enable_http2()
     .wrap_connector(http);
+    // A stalled connection fails after the configured read timeout; over HTTP/2 the PINGs
+    // below are answered well within it, so only a dead connection reaches it.
+    let mut timed = hyper_timeout::TimeoutConnector::new(https);
+    timed.set_connect_timeout(config.connect_timeout);
+    timed.set_read_timeout(config.read_timeout);
+    timed.set_write_timeout(config.write_timeout);
 
     let hyper = HyperClient::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
@@ -53,7 +58,7 @@ pub fn build(config: Config) -> Result<Client, kube::Error> {
         .http2_keep_alive_timeout(KEEP_ALIVE)
         .http2_keep_alive_while_idle(true)
         .http2_adaptive_window(true)
-        .build::<_, Body>(https);
+        .build::<_, Body>(timed);
 
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
