@@ -2,7 +2,7 @@
 //! one TLS connection carries every watch and request. A drain's fresh reads then go out at
 //! once on a connection the watches keep alive, instead of each waiting for a pooled HTTP/1.1
 //! connection, or for a new one (TCP and TLS set-up) after a quiet spell let the idle ones
-//! expire. Servers without HTTP/2 get HTTP/1.1 as before.
+//! expire. Servers without HTTP/2, and `--http2=false`, get HTTP/1.1.
 //!
 //! The stack is kube's default one otherwise: server address, credentials (refreshed tokens,
 //! client certificates, exec plugins), extra headers, connect/read/write timeouts, and retries
@@ -24,8 +24,15 @@ use tower::{BoxError, ServiceBuilder};
 /// within two of them, watches included.
 const KEEP_ALIVE: Duration = Duration::from_secs(30);
 
-/// Builds the client for `config`; fails only on bad credentials or TLS material.
-pub fn build(config: Config) -> Result<Client, kube::Error> {
+/// HTTP/2 flow-control windows: how much one response (a page of a LIST) and all of them
+/// together may send before the operator has read it. The protocol's 64 KiB default would make
+/// the initial lists of a large cluster wait for window updates on the shared connection.
+const STREAM_WINDOW: u32 = 4 << 20;
+const CONNECTION_WINDOW: u32 = 16 << 20;
+
+/// Builds the client for `config`, offering HTTP/2 unless `http2` is false; fails only on bad
+/// credentials or TLS material.
+pub fn build(config: Config, http2: bool) -> Result<Client, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -41,9 +48,12 @@ pub fn build(config: Config) -> Result<Client, kube::Error> {
         )),
         None => https,
     }
-    .enable_http1()
-    .enable_http2()
-    .wrap_connector(http);
+    .enable_http1();
+    let https = if http2 {
+        https.enable_http2().wrap_connector(http)
+    } else {
+        https.wrap_connector(http)
+    };
     // A stalled connection fails after the configured read timeout; over HTTP/2 the PINGs
     // below are answered well within it, so only a dead connection reaches it.
     let mut timed = hyper_timeout::TimeoutConnector::new(https);
@@ -57,7 +67,8 @@ pub fn build(config: Config) -> Result<Client, kube::Error> {
         .http2_keep_alive_interval(KEEP_ALIVE)
         .http2_keep_alive_timeout(KEEP_ALIVE)
         .http2_keep_alive_while_idle(true)
-        .http2_adaptive_window(true)
+        .http2_initial_stream_window_size(STREAM_WINDOW)
+        .http2_initial_connection_window_size(CONNECTION_WINDOW)
         .build::<_, Body>(timed);
 
     let service = ServiceBuilder::new()

@@ -65,6 +65,17 @@ pub struct OperatorArgs {
     )]
     pub lease_duration_seconds: u64,
 
+    /// Offer HTTP/2 to the API server: one connection carries every watch and request.
+    /// `--http2=false` keeps to HTTP/1.1 (a connection per concurrent request), e.g. behind a
+    /// proxy that mishandles long HTTP/2 streams.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_HTTP2",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub http2: bool,
+
     #[command(flatten)]
     pub api: crate::api::ApiArgs,
 
@@ -113,7 +124,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
         .await
         .context("reading the Kubernetes configuration (in-cluster or KUBECONFIG)")?;
-    let client = client::build(config).context("setting up the Kubernetes client")?;
+    let client = client::build(config, args.http2).context("setting up the Kubernetes client")?;
     let protocol = client::protocol(&client)
         .await
         .context("connecting to Kubernetes (in-cluster config or KUBECONFIG)")?;
