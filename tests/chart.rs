@@ -499,23 +499,10 @@ async fn helm_install_with_everything_enabled_succeeds_in_the_test_cluster() {
     .await;
 }
 
-/// promtool (from the Debian package `prometheus`), when installed.
-fn promtool() -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_string_lossy()
-        .split(':')
-        .map(|dir| Path::new(dir).join("promtool"))
-        .find(|p| p.exists())
-}
-
 #[test]
 fn the_alerts_fire_when_they_should_and_only_then() {
-    let Some(promtool) = promtool() else {
-        eprintln!(
-            "SKIPPED: promtool is not installed (apt-get install prometheus); the alert unit tests in tests/chart/alerts-test.yaml did not run"
-        );
-        return;
-    };
+    // promtool from the pinned Prometheus module (tests/cluster/build --with-helm).
+    let promtool = support::cached_tool("prometheus-v", "promtool");
     let rendered = run(Command::new(tool("helm"))
         .args(["template", "guard", "--namespace", "guard-system"])
         .args(["--kube-version", "1.36.3"])

@@ -15,6 +15,7 @@ ETCD_VERSION="$(grep -oE 'go.etcd.io/etcd/server/v3 v[0-9.]+' "$COMPONENTS/etcd/
 KWOK_VERSION="$(grep -oE 'sigs.k8s.io/kwok v[0-9.]+' "$COMPONENTS/kwok/go.mod" | head -1 | cut -d" " -f2)"
 
 HELM_VERSION="$(grep -oE 'helm.sh/helm/v3 v[0-9.]+' "$COMPONENTS/helm/go.mod" | head -1 | cut -d" " -f2)"
+PROMETHEUS_VERSION="$(grep -oE 'github.com/prometheus/prometheus v[0-9.]+' "$COMPONENTS/prometheus/go.mod" | head -1 | cut -d" " -f2)"
 KARPENTER_VERSION="$(grep -oE 'sigs.k8s.io/karpenter v[0-9.]+' "$COMPONENTS/karpenter/go.mod" | head -1 | cut -d" " -f2)"
 
 CACHE="${DISRUPTION_GUARD_CACHE:-$HOME/.cache/disruption-guard}"
@@ -22,6 +23,7 @@ K8S_BIN="$CACHE/kubernetes-$K8S_VERSION"
 ETCD_BIN="$CACHE/etcd-$ETCD_VERSION"
 KWOK_BIN="$CACHE/kwok-$KWOK_VERSION"
 HELM_BIN="$CACHE/helm-$HELM_VERSION"
+PROMETHEUS_BIN="$CACHE/prometheus-$PROMETHEUS_VERSION"
 KARPENTER_BIN="$CACHE/karpenter-$KARPENTER_VERSION"
 
 STATE="${DISRUPTION_GUARD_CLUSTER_DIR:-$REPO_ROOT/.cluster/default}"
