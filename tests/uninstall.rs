@@ -174,19 +174,12 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
         // 3. Delete the CRD (Helm never deletes crds/).
         kubectl_ok(&["delete", CRD, "--wait", "--timeout=60s"]);
 
-        // Garbage collection removes the window's PDB; nothing else may be left.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = traces(&client).await;
-            if left.is_empty() {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "guard traces left 30 s after uninstall: {left:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        wait::until_empty(
+            "garbage collection of the window's PDB, and no other guard trace",
+            Duration::from_secs(30),
+            || traces(&client),
+        )
+        .await;
         assert!(
             !kubectl_finds(&[CRD]),
             "the CRD is gone (kubectl get finds nothing)"

@@ -6,8 +6,8 @@
 //!
 //! The stack is kube's default one otherwise: server address, credentials (refreshed tokens,
 //! client certificates, exec plugins), extra headers, connect/read/write timeouts, and retries
-//! of 429/503/504 unless the configuration turns them off. Nothing here upgrades connections (no exec, attach or port
-//! forwarding), the one thing HTTP/2 would break.
+//! of 429/503/504 unless the configuration turns them off. Nothing here upgrades connections
+//! (no exec, attach or port forwarding), the one thing HTTP/2 would break.
 
 use std::time::Duration;
 

@@ -239,16 +239,12 @@ impl Operator {
                     Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
                 })
                 .collect();
-        ["tcp", "tcp6"]
+        let tables: String = ["tcp", "tcp6"]
             .iter()
             .filter_map(|f| std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).ok())
-            .flat_map(|table| {
-                table
-                    .lines()
-                    .skip(1)
-                    .map(str::to_string)
-                    .collect::<Vec<_>>()
-            })
+            .collect();
+        tables
+            .lines()
             .filter(|line| {
                 // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
                 let cols: Vec<&str> = line.split_whitespace().collect();

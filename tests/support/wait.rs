@@ -40,3 +40,25 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Polls `get` every 100 ms until it returns nothing; panics naming `what` and what was still
+/// there after `limit`.
+pub async fn until_empty<T, F, Fut>(what: &str, limit: Duration, mut get: F)
+where
+    T: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Vec<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = get().await;
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}; still there: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
