@@ -311,6 +311,7 @@ async fn run_leaves_no_active_window_pdb_or_annotation_once_the_controller_runs(
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{stderr}");
         assert!(stderr.contains("is Ready"), "{stderr}");
+        assert!(!stderr.contains("not yet released"), "{stderr}");
         let windows = Api::<TestWindow>::namespaced(kube.clone(), &ns)
             .list(&ListParams::default())
             .await

@@ -413,14 +413,15 @@ async fn namespaces_outside_the_drain_namespace_selector_are_left_alone() {
             generation(&client, &ns, &app).await == Some(2)
         })
         .await;
-        let metrics = operator.metrics().await;
-        assert_eq!(
+        // The counter is raised once the operator has the patch's answer, a moment after the
+        // Deployment's generation moved.
+        wait::until("the rollout to be counted", LIMIT, || async {
             metric(
-                &metrics,
-                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}"
-            ),
-            1.0
-        );
+                &operator.metrics().await,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}",
+            ) == 1.0
+        })
+        .await;
     })
     .await;
 }

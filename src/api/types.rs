@@ -275,10 +275,7 @@ impl WindowView {
     /// The view of a `TestWindow` object.
     pub fn from_window(tw: &TestWindow) -> WindowView {
         let status = tw.status.clone().unwrap_or_default();
-        let ready = status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let ready = status.is_ready();
         let ts = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
             t.as_ref().map(|t| t.0.to_string())
         };
@@ -325,9 +322,14 @@ impl WindowView {
         }
     }
 
-    /// Whether the window has ended and the controller has released its protection.
+    /// Whether the window has ended and the controller has released its protection (it
+    /// records the end first, with `Ready` False for reason `Releasing`, and releases after).
     pub fn is_finished(&self) -> bool {
-        self.phase == "Closed" || self.phase == "Expired"
+        (self.phase == "Closed" || self.phase == "Expired")
+            && !self
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.reason == crate::resources::RELEASING)
     }
 }
 

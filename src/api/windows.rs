@@ -120,22 +120,17 @@ pub fn name_for_key(key: &str) -> String {
 
 /// Whether protection is in effect: `Ready` is True for the current generation.
 pub fn is_ready(tw: &TestWindow) -> bool {
-    let status = tw.status.as_ref();
-    !tw.spec.closed
-        && status.is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
+    !tw.spec.closed && tw.status.as_ref().is_some_and(|s| s.is_ready())
 }
 
-/// Whether the controller has finished a close: the phase is final for the current spec.
+/// Whether the controller has finished a close: the window has ended for the current spec and
+/// its protection is gone.
 pub fn is_released(tw: &TestWindow) -> bool {
     tw.status
         .as_ref()
-        // A controller that does not report observedGeneration is taken at its phase.
+        // A controller that does not report observedGeneration is taken at its status.
         .is_some_and(|s| {
-            s.phase.is_final()
+            s.is_released()
                 && (s.observed_generation.is_none()
                     || s.observed_generation >= tw.metadata.generation)
         })
@@ -394,6 +389,13 @@ mod tests {
         assert!(!is_released(&with_status(true, Closed, false, Some(1))));
         assert!(!is_released(&with_status(true, Active, false, Some(2))));
         assert!(is_released(&with_status(true, Expired, false, None)));
+        let mut releasing = with_status(true, Closed, false, Some(2));
+        releasing.status.as_mut().unwrap().conditions[0].reason =
+            crate::resources::RELEASING.into();
+        assert!(
+            !is_released(&releasing),
+            "the end is recorded before the release"
+        );
     }
 
     #[test]

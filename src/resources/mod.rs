@@ -8,6 +8,6 @@ pub mod testwindow;
 
 pub use pod_digest::PodDigest;
 pub use testwindow::{
-    CiInfo, Phase, Protect, ProtectedSummary, TestWindow, TestWindowSpec, TestWindowStatus,
-    TrackedPod, Tracking, WindowReport,
+    CiInfo, Phase, Protect, ProtectedSummary, RELEASING, TestWindow, TestWindowSpec,
+    TestWindowStatus, TrackedPod, Tracking, WindowReport,
 };

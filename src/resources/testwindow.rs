@@ -136,9 +136,9 @@ pub enum Phase {
     Pending,
     /// Open: protection is kept in place.
     Active,
-    /// Its time ran out; protection released.
+    /// Its time ran out; protection is released (or being released: see `Ready`).
     Expired,
-    /// Closed by CI; protection released.
+    /// Closed by CI; protection is released (or being released: see `Ready`).
     Closed,
 }
 
@@ -184,6 +184,28 @@ pub struct TestWindowStatus {
     /// rollout markers); kept in the status so a restart of the operator loses nothing.
     #[serde(default, skip_serializing_if = "Tracking::is_empty")]
     pub tracking: Tracking,
+}
+
+/// The `Ready` condition's reason while an ended window's protection is still being removed.
+pub const RELEASING: &str = "Releasing";
+
+impl TestWindowStatus {
+    /// The `Ready` condition, if the controller has written one.
+    pub fn ready_condition(&self) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == "Ready")
+    }
+
+    /// Whether protection is in effect: `Ready` is True.
+    pub fn is_ready(&self) -> bool {
+        self.ready_condition().is_some_and(|c| c.status == "True")
+    }
+
+    /// Whether the window has ended and its protection is gone. The controller records the
+    /// end first (the phase turns final, `Ready` False with reason `Releasing`) and removes the
+    /// protection after, so a final phase alone does not mean released.
+    pub fn is_released(&self) -> bool {
+        self.phase.is_final() && self.ready_condition().is_none_or(|c| c.reason != RELEASING)
+    }
 }
 
 /// Observations the report is computed from.

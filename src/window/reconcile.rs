@@ -22,7 +22,7 @@ use super::plan::{self, Plan, WindowView};
 use super::timing::{self, Timing};
 use super::{apply, report};
 use crate::resources::names::{FIELD_MANAGER, FINALIZER};
-use crate::resources::{Phase, ProtectedSummary, TestWindow, TestWindowStatus};
+use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
 
 /// Set once the operator has warned that the installed CRD lacks status fields.
 static OLD_CRD_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -103,6 +103,22 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         ctx.world(&view.namespace)
     };
     let plan = plan::plan(&view, &world);
+    let previous = ctx.previous_status(window);
+
+    // The end is recorded before the release (docs/windows.md, "Lifecycle"): whoever watches
+    // the window sees it ended, `Ready` False for `Releasing`, before any protection goes, so a
+    // window whose status says Active always protects what it selects.
+    let ending = !deleting && timing.phase.is_final() && !previous.phase.is_final();
+    let recorded_end = if ending && !plan.complete() {
+        let status = next_status(window, &previous, &timing, &view, &plan, &world, false, now);
+        write_status(window, ctx, &status).await?;
+        ctx.remember_status(window, &status);
+        events(window, ctx, &previous, &status, &timing, &plan, now).await;
+        Some(status)
+    } else {
+        None
+    };
+
     let started = std::time::Instant::now();
     let failure = write_all(ctx, &view, &plan).await;
     ctx.state.metrics.window.reconciled(plan.writes.len());
@@ -124,7 +140,6 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         return Ok(Action::await_change());
     }
 
-    let previous = ctx.previous_status(window);
     let status = next_status(
         window,
         &previous,
@@ -143,11 +158,14 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
             status.protected.nodes,
         );
     }
-    if status != previous {
+    let last_written = recorded_end.as_ref().unwrap_or(&previous);
+    if status != *last_written {
         write_status(window, ctx, &status).await?;
         ctx.remember_status(window, &status);
     }
-    events(window, ctx, &previous, &status, &timing, &plan, now).await;
+    if recorded_end.is_none() {
+        events(window, ctx, &previous, &status, &timing, &plan, now).await;
+    }
     if let Some(err) = failure {
         return Err(err);
     }
@@ -286,7 +304,7 @@ fn next_status(
         }
         _ => (
             false,
-            "Releasing",
+            RELEASING,
             format!("{} releases pending", plan.writes.len()),
         ),
     };
@@ -349,13 +367,6 @@ fn phase_name(phase: Phase) -> &'static str {
     }
 }
 
-fn is_ready(status: &TestWindowStatus) -> bool {
-    status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
 async fn events(
     window: &TestWindow,
     ctx: &Context,
@@ -372,7 +383,7 @@ async fn events(
         let note = format!("open until {}", timing.expires_at);
         ctx.publish(window, EventType::Normal, "Opened", note).await;
     }
-    if !is_ready(previous) && is_ready(status) {
+    if !previous.is_ready() && status.is_ready() {
         let latency = now.duration_since(timing.opened_at).as_secs_f64();
         if previous.ready_at.is_none() {
             ctx.state.metrics.window.ready_after(latency);
@@ -404,7 +415,7 @@ async fn events(
         info!(window = %name, phase = reason, "window ended, releasing protection");
         let r = &status.report;
         let note = format!(
-            "released; report: {} evictions blocked, {} pods disrupted, {} rollouts, {} nodes disrupted",
+            "ended, releasing protection; report: {} evictions blocked, {} pods disrupted, {} rollouts, {} nodes disrupted",
             r.evictions_blocked,
             r.pods_disrupted,
             r.rollouts,

@@ -46,11 +46,57 @@ pub async fn open(client: &Client, ns: &str, window: &TestWindow) -> TestWindow 
 
 /// Whether the window's Ready condition is True.
 pub fn is_ready(w: &TestWindow) -> bool {
-    w.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
+    w.status.as_ref().is_some_and(|s| s.is_ready())
+}
+
+/// Whether the window has ended and its status says its protection is gone.
+pub fn is_released(w: &TestWindow) -> bool {
+    w.status.as_ref().is_some_and(|s| s.is_released())
+}
+
+/// Waits until the window's status says it ended and released its protection.
+pub async fn until_status_released(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    limit: Duration,
+) -> TestWindow {
+    let api = Api::<TestWindow>::namespaced(client.clone(), ns);
+    wait::for_some("the window's status to say released", limit, || async {
+        api.get(name).await.ok().filter(is_released)
     })
+    .await
+}
+
+/// The resourceVersion of the first write to the object `name`, after version `from`, that
+/// leaves it in a state where `holds` is true. On the test cluster (one etcd) a resourceVersion
+/// is the store's global revision, so the versions of two objects order their writes: this is
+/// how a test checks which of two writes the operator made first. Kubernetes does not promise
+/// this in general; only tests rely on it.
+pub async fn first_version_where<K>(
+    api: Api<K>,
+    name: String,
+    from: String,
+    holds: impl Fn(&K) -> bool,
+) -> u64
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{WatchEvent, WatchParams};
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut events = api.watch(&params, &from).await.expect("watching").boxed();
+    while let Some(event) = events.try_next().await.expect("a watch event") {
+        match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) if holds(&o) => {
+                let version = o.meta().resource_version.as_deref().unwrap_or_default();
+                return version.parse().expect("a numeric resourceVersion");
+            }
+            WatchEvent::Error(e) => panic!("watching {name}: {e:?}"),
+            _ => {}
+        }
+    }
+    panic!("the watch of {name} ended");
 }
 
 /// Waits until the window is Ready.
@@ -130,21 +176,53 @@ pub async fn guard_pdbs(client: &Client, ns: &str) -> Vec<PodDisruptionBudget> {
         .items
 }
 
-/// Waits until no guard PDB, guard annotation or guard field manager is left on the pod, its
-/// node and the namespace.
+/// What of the guard is left on the pod, its node and the namespace: guard PDBs, guard field
+/// managers and the annotations only the guard sets here (empty: nothing).
+pub async fn traces(client: &Client, ns: &str, pod: &str, node: &str) -> Vec<String> {
+    let p = Api::<Pod>::namespaced(client.clone(), ns)
+        .get(pod)
+        .await
+        .expect("pod");
+    let n = Api::<Node>::all(client.clone())
+        .get(node)
+        .await
+        .expect("node");
+    let mut left: Vec<String> = guard_pdbs(client, ns)
+        .await
+        .into_iter()
+        .map(|p| format!("PDB {}", p.metadata.name.unwrap_or_default()))
+        .collect();
+    left.extend(
+        guard_managers(&p.metadata)
+            .into_iter()
+            .map(|m| format!("pod manager {m}")),
+    );
+    left.extend(
+        guard_managers(&n.metadata)
+            .into_iter()
+            .map(|m| format!("node manager {m}")),
+    );
+    if annotation(&p.metadata, SAFE_TO_EVICT).is_some() {
+        left.push(format!("pod annotation {SAFE_TO_EVICT}"));
+    }
+    if annotation(&n.metadata, SCALE_DOWN_DISABLED).is_some() {
+        left.push(format!("node annotation {SCALE_DOWN_DISABLED}"));
+    }
+    left
+}
+
+/// Waits until no trace of the guard is left on the pod, its node and the namespace.
 pub async fn until_released(client: &Client, ns: &str, pod: &str, node: &str, limit: Duration) {
-    let pods = Api::<Pod>::namespaced(client.clone(), ns);
-    let nodes = Api::<Node>::all(client.clone());
-    wait::until("every trace of the guard to go", limit, || async {
-        let p = pods.get(pod).await.expect("pod");
-        let n = nodes.get(node).await.expect("node");
-        guard_pdbs(client, ns).await.is_empty()
-            && guard_managers(&p.metadata).is_empty()
-            && guard_managers(&n.metadata).is_empty()
-            && annotation(&p.metadata, SAFE_TO_EVICT).is_none()
-            && annotation(&n.metadata, SCALE_DOWN_DISABLED).is_none()
+    wait::until_empty("every trace of the guard to go", limit, || {
+        traces(client, ns, pod, node)
     })
     .await;
+}
+
+/// Asserts that no trace of the guard is left on the pod, its node and the namespace now.
+pub async fn assert_released(client: &Client, ns: &str, pod: &str, node: &str) {
+    let left = traces(client, ns, pod, node).await;
+    assert!(left.is_empty(), "the guard left: {left:?}");
 }
 
 /// The Eviction API's answer for a pod: 200 or the error code.
