@@ -8,6 +8,7 @@ use crate::operator::OperatorArgs;
 use crate::telemetry::LogFormat;
 
 pub mod client;
+pub mod completion;
 pub mod crd;
 
 use client::{CloseArgs, Connection, GetArgs, OpenArgs, RenewArgs, RunArgs};
@@ -54,6 +55,8 @@ pub enum Command {
     List,
     /// Open a window, run a command inside it, close it, exit with the command's code.
     Run(RunArgs),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    Completion(completion::CompletionArgs),
 }
 
 impl Command {
@@ -70,6 +73,9 @@ impl Command {
             Command::Openapi => {
                 print!("{}", crate::api::openapi::json());
                 return Ok(ExitCode::SUCCESS);
+            }
+            Command::Completion(a) => {
+                return completion::print(a.shell).map(|()| ExitCode::SUCCESS);
             }
             Command::Open(a) => C::Open(a),
             Command::Close(a) => C::Close(a),
