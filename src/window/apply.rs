@@ -6,18 +6,31 @@
 //! apply with no annotations: the API server then removes exactly the fields that manager
 //! owned and nothing a person or another window holds. Applies never force: a value someone
 //! else owns is left to them (the planner already skips those).
+//!
+//! Letting go of a guard PDB is decided from what was read ([`super::pdbs::let_go`]) and
+//! preconditioned on it: a release carries the resourceVersion read, a delete the UID and
+//! resourceVersion. When the PDB changed meanwhile (409), it is read again and the decision
+//! made again, a few times, so two windows ending together cannot both just release it.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
+use tracing::debug;
 
 use super::error::{Error, is_code};
+use super::fields::holds_label;
+use super::pdbs::let_go;
 use super::plan::{Target, WindowView, Write};
 use crate::resources::names::{
-    MANAGED_BY_KEY, MANAGED_BY_VALUE, WORKLOAD_LABEL, window_field_manager,
+    FIELD_MANAGER, MANAGED_BY_KEY, MANAGED_BY_VALUE, WORKLOAD_LABEL, window_field_manager,
 };
+
+/// How many times a window's release or delete of a PDB is decided and tried when the PDB
+/// keeps changing under it (409); after that the conflict is returned and the reconcile is
+/// retried (100 ms later).
+const PDB_TRIES: usize = 4;
 
 /// Where writes go.
 #[derive(Clone)]
@@ -118,26 +131,103 @@ impl Writer {
                     },
                     "spec": {"maxUnavailable": 0, "selector": workload.selector},
                 });
-                self.pdbs(window)
+                let applied = self
+                    .pdbs(window)
                     .patch(name, &params, &Patch::Apply(&body))
+                    .await
+                    .map_err(wrap)?;
+                if holds_label(&applied.metadata, FIELD_MANAGER, MANAGED_BY_KEY) {
+                    return Ok(());
+                }
+                // The managed-by label is also held by the shared manager, which no window's
+                // release removes: whatever happens to the windows, the PDB stays findable
+                // (by the sweep) until it is deleted. One more write, once per PDB.
+                let mark = json!({
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {
+                        "name": name,
+                        "namespace": window.namespace,
+                        "uid": applied.metadata.uid,
+                        "labels": {MANAGED_BY_KEY: MANAGED_BY_VALUE},
+                    },
+                });
+                self.pdbs(window)
+                    .patch(
+                        name,
+                        &PatchParams::apply(FIELD_MANAGER),
+                        &Patch::Apply(&mark),
+                    )
                     .await
                     .map(drop)
                     .map_err(wrap)
             }
-            Write::ReleasePdb { name, uid } => {
+            Write::ReleasePdb { name, .. } | Write::DeletePdb { name, .. } => {
+                self.let_go_pdb(window, &params, name, write.clone()).await
+            }
+        }
+    }
+
+    /// Lets go of PDB `name` with `write`; on a conflict (409: the PDB changed since it was
+    /// read) reads it again and decides again with [`let_go`], up to [`PDB_TRIES`] writes.
+    /// The sweep (no window) does not decide again: its next run does.
+    async fn let_go_pdb(
+        &self,
+        window: &WindowView,
+        params: &PatchParams,
+        name: &str,
+        mut write: Write,
+    ) -> Result<(), Error> {
+        let mut tries = 1;
+        loop {
+            let err = |source| Error::Write {
+                what: what(&write),
+                source,
+            };
+            let conflict = match self.let_go_once(window, params, &write).await {
+                Err(e) if is_code(&e, 409) => e,
+                other => return other.map_err(err),
+            };
+            if window.uid.is_empty() || tries >= PDB_TRIES {
+                return Err(err(conflict));
+            }
+            debug!(window = %window.name, pdb = name, tries, "the PDB changed since it was read, deciding again");
+            tries += 1;
+            let fresh = self.pdbs(window).get_opt(name).await.map_err(err)?;
+            match fresh.and_then(|pdb| let_go(&pdb, &window.uid)) {
+                Some(next) => write = next,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// One release (an empty apply preconditioned on the resourceVersion read) or delete (UID
+    /// and resourceVersion preconditions) of a PDB; a PDB that is gone needs neither.
+    async fn let_go_once(
+        &self,
+        window: &WindowView,
+        params: &PatchParams,
+        write: &Write,
+    ) -> Result<(), kube::Error> {
+        let result = match write {
+            Write::ReleasePdb {
+                name,
+                uid,
+                resource_version,
+            } => {
+                let mut metadata = json!({"name": name, "namespace": window.namespace, "uid": uid});
+                if !resource_version.is_empty() {
+                    metadata["resourceVersion"] = json!(resource_version);
+                }
                 let body = json!({
                     "apiVersion": "policy/v1",
                     "kind": "PodDisruptionBudget",
-                    "metadata": {"name": name, "namespace": window.namespace, "uid": uid},
+                    "metadata": metadata,
                 });
-                match self
-                    .pdbs(window)
-                    .patch(name, &params, &Patch::Apply(&body))
+                self.pdbs(window)
+                    .patch(name, params, &Patch::Apply(&body))
                     .await
-                {
-                    Err(e) if is_code(&e, 404) => Ok(()),
-                    other => other.map(drop).map_err(wrap),
-                }
+                    .map(drop)
             }
             Write::DeletePdb {
                 name,
@@ -151,11 +241,13 @@ impl Writer {
                     }),
                     ..DeleteParams::background()
                 };
-                match self.pdbs(window).delete(name, &dp).await {
-                    Err(e) if is_code(&e, 404) => Ok(()),
-                    other => other.map(drop).map_err(wrap),
-                }
+                self.pdbs(window).delete(name, &dp).await.map(drop)
             }
+            _ => Ok(()),
+        };
+        match result {
+            Err(e) if is_code(&e, 404) => Ok(()),
+            other => other,
         }
     }
 

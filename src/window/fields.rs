@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::resources::names::FIELD_MANAGER;
+use crate::resources::names::{FIELD_MANAGER, window_field_manager};
 
 /// Annotation keys that `manager` owns on the object.
 pub fn owned_annotations(meta: &ObjectMeta, manager: &str) -> BTreeSet<String> {
@@ -45,6 +45,43 @@ pub fn window_uids(meta: &ObjectMeta) -> BTreeSet<String> {
         .collect()
 }
 
+/// Whether `manager` holds at least one field of the object (an entry with a non-empty field
+/// set; the API server keeps no entry for a manager that holds nothing, but a hand-made or
+/// older object might).
+pub fn holds_fields(meta: &ObjectMeta, manager: &str) -> bool {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() == Some(manager))
+        .filter_map(|m| m.fields_v1.as_ref())
+        .any(|f| f.0.as_object().is_some_and(|o| !o.is_empty()))
+}
+
+/// UIDs of the windows whose field managers still hold at least one field here: the windows
+/// that really share the object (an ownerReference alone proves nothing, another manager may
+/// hold it).
+pub fn holding_window_uids(meta: &ObjectMeta) -> BTreeSet<String> {
+    window_uids(meta)
+        .into_iter()
+        .filter(|uid| holds_fields(meta, &window_field_manager(uid)))
+        .collect()
+}
+
+/// Whether `manager` holds the label `key`.
+pub fn holds_label(meta: &ObjectMeta, manager: &str, key: &str) -> bool {
+    let field = format!("f:{key}");
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() == Some(manager))
+        .filter_map(|m| m.fields_v1.as_ref())
+        .any(|f| {
+            f.0.get("f:metadata")
+                .and_then(|m| m.get("f:labels"))
+                .is_some_and(|l| l.get(&field).is_some())
+        })
+}
+
 /// Drops every managedFields entry that is not the guard's, so caches of pods and nodes stay
 /// small; the guard's entries are all the controller reads.
 pub fn keep_own_entries(meta: &mut ObjectMeta) {
@@ -76,6 +113,44 @@ pub(crate) mod tests {
             )),
             ..Default::default()
         }
+    }
+
+    /// A managedFields entry of `manager` holding exactly `fields` (a FieldsV1 tree).
+    pub fn entry_with(manager: &str, fields: serde_json::Value) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some("Apply".into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(fields)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_managers_with_fields_hold_and_labels_are_read_per_manager() {
+        let label = json!({"f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}}}});
+        let meta = ObjectMeta {
+            managed_fields: Some(vec![
+                entry_with(
+                    "disruption-guard/a",
+                    json!({"f:spec": {"f:maxUnavailable": {}}}),
+                ),
+                entry_with("disruption-guard/b", json!({})),
+                entry_with("disruption-guard", label),
+            ]),
+            ..Default::default()
+        };
+        assert!(holds_fields(&meta, "disruption-guard/a"));
+        assert!(!holds_fields(&meta, "disruption-guard/b"));
+        assert!(!holds_fields(&meta, "disruption-guard/c"));
+        assert_eq!(
+            holding_window_uids(&meta),
+            BTreeSet::from(["a".to_string()])
+        );
+        let key = "app.kubernetes.io/managed-by";
+        assert!(holds_label(&meta, "disruption-guard", key));
+        assert!(!holds_label(&meta, "disruption-guard/a", key));
+        assert!(!holds_label(&meta, "disruption-guard", "other"));
     }
 
     #[test]

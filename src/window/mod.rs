@@ -6,7 +6,8 @@
 //! read of cached objects; [`triggers`] maps watched changes to the windows they concern;
 //! [`apply`] makes the writes;
 //! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
-//! leftovers at start-up; this file wires the watches and the controller.
+//! leftovers at start-up and then periodically while this replica leads; this file wires the
+//! watches and the controller.
 
 pub mod apply;
 pub mod context;
@@ -322,7 +323,8 @@ fn receive<T>(mut rx: tokio::sync::mpsc::UnboundedReceiver<T>) -> impl futures::
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// Waits for every cache, sweeps leftovers once, then opens the readiness gate.
+/// Waits for every cache, opens the readiness gate, then sweeps leftovers whenever this
+/// replica leads: at once, and every [`sweep::SWEEP_INTERVAL`] after.
 async fn startup(
     ctx: Arc<Context>,
     caches: Caches,
@@ -377,22 +379,41 @@ async fn startup(
     ctx.synced.store(true, Ordering::Release);
     ctx.state.ready.mark_synced(GATE);
     info!("window controller synced");
-    // The sweep writes, so only the leader runs it: a follower sweeps once it takes over.
+    sweeps(&ctx).await;
+}
+
+/// Runs the sweep while this replica leads until shutdown: once at once (retried briefly if
+/// listing windows fails), then every [`sweep::SWEEP_INTERVAL`]. The sweep writes, so only the
+/// leader runs it: a follower sweeps as soon as it takes over.
+async fn sweeps(ctx: &Context) {
     let mut leader = ctx.state.leader.clone();
-    tokio::select! {
-        () = leader.acquired() => {}
-        () = ctx.state.shutdown.cancelled() => return,
-    }
-    for attempt in 1..=5 {
-        match sweep::sweep(&ctx).await {
+    let shutdown = ctx.state.shutdown.clone();
+    let mut runs: u64 = 0;
+    loop {
+        tokio::select! {
+            () = leader.acquired() => {}
+            () = shutdown.cancelled() => return,
+        }
+        let pause = match sweep::sweep(ctx).await {
             Ok(removed) => {
-                info!(removed, "start-up sweep done");
-                break;
+                if runs == 0 || removed > 0 {
+                    info!(removed, first = runs == 0, "sweep done");
+                }
+                runs += 1;
+                sweep::SWEEP_INTERVAL
             }
             Err(err) => {
-                warn!(attempt, error = %err, "start-up sweep failed");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                warn!(error = %err, "sweep failed");
+                if runs == 0 {
+                    Duration::from_secs(1)
+                } else {
+                    sweep::SWEEP_INTERVAL
+                }
             }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = shutdown.cancelled() => return,
         }
     }
 }

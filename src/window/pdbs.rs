@@ -1,7 +1,12 @@
 //! The PodDisruptionBudget part of a window's plan: one guard PDB per protected workload
 //! unless another PDB already covers its pods (then that one is reused), and the release of
-//! guard PDBs the window no longer wants (dropping its claim, or deleting the PDB when no other
-//! window owns it).
+//! guard PDBs the window no longer wants ([`let_go`]).
+//!
+//! Who shares a guard PDB is read from `managedFields`, never from `ownerReferences`: a window
+//! is a co-holder only while its field manager `disruption-guard/<uid>` holds fields. A window
+//! that lets go while another window's manager holds fields drops its own fields (an empty
+//! apply, with the resourceVersion it read); otherwise it is the last and deletes the PDB. An
+//! empty apply by the last holder would leave an empty PDB nobody owns and nobody finds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -10,10 +15,13 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::fields::{holding_window_uids, holds_fields, holds_label};
 use super::plan::{Plan, WindowView, Workload, World, Write, is_live, labels, workload_of};
 use super::selector;
 use crate::resources::PodDigest;
-use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE};
+use crate::resources::names::{
+    FIELD_MANAGER, MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_manager,
+};
 
 fn is_guard_pdb_for(pdb: &PodDisruptionBudget, workload: &Workload) -> bool {
     pdb.metadata.name.as_deref() == Some(workload.pdb_name().as_str())
@@ -28,6 +36,43 @@ fn is_guard_pdb_for(pdb: &PodDisruptionBudget, workload: &Workload) -> bool {
 
 fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
     meta.owner_references.iter().flatten().any(|o| o.uid == uid)
+}
+
+/// Whether window `uid` has a stake in the PDB: its manager holds fields, or it is an owner.
+fn concerns(meta: &ObjectMeta, uid: &str) -> bool {
+    holds_fields(meta, &window_field_manager(uid)) || owned_by(meta, uid)
+}
+
+/// What window `uid`, which no longer wants `pdb`, writes to let go of it: a release when
+/// another window's manager still holds fields (and this window's manager holds some to
+/// drop), a delete when no other window's manager does (this window is the last), nothing
+/// when the PDB is being deleted or is none of this window's business. Used by the plan on
+/// cached PDBs and again by the writer on a freshly read PDB after a conflict.
+pub fn let_go(pdb: &PodDisruptionBudget, uid: &str) -> Option<Write> {
+    let meta = &pdb.metadata;
+    if meta.deletion_timestamp.is_some() || !concerns(meta, uid) {
+        return None;
+    }
+    let name = meta.name.clone().unwrap_or_default();
+    let pdb_uid = meta.uid.clone().unwrap_or_default();
+    let resource_version = meta.resource_version.clone().unwrap_or_default();
+    let mut holders = holding_window_uids(meta);
+    let mine = holders.remove(uid);
+    match (holders.is_empty(), mine) {
+        (false, true) => Some(Write::ReleasePdb {
+            name,
+            uid: pdb_uid,
+            resource_version,
+        }),
+        // Listed as an owner, but the fields (the ownerReference included) are held by
+        // windows that remain: nothing of this window's to remove.
+        (false, false) => None,
+        (true, _) => Some(Write::DeletePdb {
+            name,
+            uid: pdb_uid,
+            resource_version,
+        }),
+    }
 }
 
 pub(super) fn plan_pdbs(
@@ -85,10 +130,13 @@ pub(super) fn plan_pdbs(
             .pdbs
             .iter()
             .find(|p| p.metadata.name.as_deref() == Some(name.as_str()));
+        let manager = window_field_manager(&window.uid);
         let settled = existing.is_some_and(|pdb| {
             let spec = pdb.spec.as_ref();
             is_guard_pdb_for(pdb, workload)
                 && owned_by(&pdb.metadata, &window.uid)
+                && holds_fields(&pdb.metadata, &manager)
+                && holds_label(&pdb.metadata, FIELD_MANAGER, MANAGED_BY_KEY)
                 && spec.and_then(|s| s.max_unavailable.as_ref()) == Some(&IntOrString::Int(0))
                 && spec.and_then(|s| s.selector.as_ref()) == Some(&workload.selector)
         });
@@ -114,27 +162,11 @@ pub(super) fn plan_pdbs(
     for pdb in world
         .pdbs
         .iter()
-        .filter(|p| owned_by(&p.metadata, &window.uid))
+        .filter(|p| concerns(&p.metadata, &window.uid))
     {
-        let name = pdb.metadata.name.clone().unwrap_or_default();
-        if wanted.contains(&name) || pdb.metadata.deletion_timestamp.is_some() {
+        if wanted.contains(pdb.metadata.name.as_deref().unwrap_or_default()) {
             continue;
         }
-        let uid = pdb.metadata.uid.clone().unwrap_or_default();
-        let others = pdb
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.kind == "TestWindow" && o.uid != window.uid);
-        out.writes.push(if others {
-            Write::ReleasePdb { name, uid }
-        } else {
-            Write::DeletePdb {
-                name,
-                uid,
-                resource_version: pdb.metadata.resource_version.clone().unwrap_or_default(),
-            }
-        });
+        out.writes.extend(let_go(pdb, &window.uid));
     }
 }

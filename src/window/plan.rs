@@ -115,9 +115,16 @@ pub enum Write {
     },
     /// Apply the window's PDB for a workload (creates it or adds the window as an owner).
     ApplyPdb { name: String, workload: Workload },
-    /// Drop the window's claim on a PDB that other windows still want.
-    ReleasePdb { name: String, uid: String },
-    /// Delete a PDB that only this window wanted.
+    /// Drop the window's claim on a PDB whose fields another window's manager still holds:
+    /// an empty apply with the window's manager, refused (409) unless the PDB is still at
+    /// `resource_version`, so a release never strips a PDB that changed since it was read.
+    ReleasePdb {
+        name: String,
+        uid: String,
+        resource_version: String,
+    },
+    /// Delete a PDB no other window's manager holds fields of (UID and resourceVersion
+    /// preconditions).
     DeletePdb {
         name: String,
         uid: String,

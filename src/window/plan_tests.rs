@@ -6,7 +6,8 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 
-use super::fields::tests::entry;
+use super::fields::tests::{entry, entry_with};
+use super::pdbs::let_go;
 use super::plan::{Target, WindowView, World, Write, plan};
 use super::report;
 use crate::resources::{Protect, Tracking, WindowReport};
@@ -100,8 +101,10 @@ fn settle(mut w: World, win: &WindowView) -> World {
             }
             Write::ApplyPdb { name, workload } => w.pdbs.push(obj(json!({
                 "metadata": {"name": name, "namespace": NS, "uid": "uid-pdb", "generation": 1,
+                    "resourceVersion": "10",
                     "labels": {"app.kubernetes.io/managed-by": "disruption-guard"},
-                    "ownerReferences": [{"apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow", "name": win.name, "uid": win.uid}]},
+                    "ownerReferences": [{"apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow", "name": win.name, "uid": win.uid}],
+                    "managedFields": [pdb_fields(&manager, &win.uid), shared_label()]},
                 "spec": {"maxUnavailable": 0, "selector": workload.selector},
                 "status": {"observedGeneration": 1, "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
             }))),
@@ -109,6 +112,45 @@ fn settle(mut w: World, win: &WindowView) -> World {
         }
     }
     w
+}
+
+/// The managedFields entry of a window's apply of a guard PDB: labels, its ownerReference
+/// and the spec.
+fn pdb_fields(manager: &str, owner_uid: &str) -> Value {
+    serde_json::to_value(entry_with(
+        manager,
+        json!({
+            "f:metadata": {
+                "f:labels": {"f:app.kubernetes.io/managed-by": {}, "f:disruption-guard.io/workload": {}},
+                "f:ownerReferences": {format!("k:{{\"uid\":\"{owner_uid}\"}}"): {}}
+            },
+            "f:spec": {"f:maxUnavailable": {}, "f:selector": {}}
+        }),
+    ))
+    .unwrap()
+}
+
+/// The shared manager's entry holding the managed-by label.
+fn shared_label() -> Value {
+    serde_json::to_value(entry_with(
+        "disruption-guard",
+        json!({"f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}}}}),
+    ))
+    .unwrap()
+}
+
+/// Adds window `uid` to the first PDB: as an owner, and with its manager holding fields when
+/// `holds`.
+fn add_window_to_pdb(w: &mut World, uid: &str, holds: bool) {
+    let pdb = Arc::make_mut(&mut w.pdbs[0]);
+    let mut other = pdb.metadata.owner_references.as_ref().unwrap()[0].clone();
+    other.uid = uid.into();
+    pdb.metadata.owner_references.as_mut().unwrap().push(other);
+    if holds {
+        let entry =
+            serde_json::from_value(pdb_fields(&format!("disruption-guard/{uid}"), uid)).unwrap();
+        pdb.metadata.managed_fields.as_mut().unwrap().push(entry);
+    }
 }
 
 #[test]
@@ -252,24 +294,136 @@ fn an_ended_window_releases_everything_it_owns_and_deletes_a_pdb_only_it_wanted(
 }
 
 #[test]
-fn an_ended_window_only_drops_its_claim_on_a_pdb_another_window_owns() {
+fn an_ended_window_only_drops_its_claim_on_a_pdb_another_windows_manager_holds() {
+    let open = view("a", true);
+    let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &open);
+    add_window_to_pdb(&mut w, "b", true);
+    let p = plan(&view("a", false), &w);
+    let pdb_writes: Vec<_> = p
+        .writes
+        .iter()
+        .filter(|w| matches!(w, Write::ReleasePdb { .. } | Write::DeletePdb { .. }))
+        .collect();
+    assert_eq!(
+        pdb_writes,
+        vec![&Write::ReleasePdb {
+            name: "api-dg".into(),
+            uid: "uid-pdb".into(),
+            resource_version: "10".into(),
+        }],
+        "a release preconditioned on the resourceVersion read"
+    );
+}
+
+#[test]
+fn the_last_window_holding_fields_deletes_the_pdb_even_if_another_window_is_listed_as_owner() {
+    // Issue 16: every field held by a's manager, ownerReferences to a and b. A release by a
+    // would leave an empty PDB nobody owns or finds; a is the last holder and deletes it.
+    let open = view("a", true);
+    let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &open);
+    add_window_to_pdb(&mut w, "b", false);
+    let p = plan(&view("a", false), &w);
+    assert!(p.writes.contains(&Write::DeletePdb {
+        name: "api-dg".into(),
+        uid: "uid-pdb".into(),
+        resource_version: "10".into(),
+    }));
+    assert!(
+        !p.writes
+            .iter()
+            .any(|w| matches!(w, Write::ReleasePdb { .. }))
+    );
+
+    // b, listed as an owner but holding nothing, has nothing of its own to remove.
+    let other = WindowView {
+        selector: serde_json::from_value(json!({"matchLabels": {"app": "other"}})).unwrap(),
+        ..view("b", true)
+    };
+    let p = plan(&other, &w);
+    assert!(
+        !p.writes
+            .iter()
+            .any(|w| matches!(w, Write::ReleasePdb { .. } | Write::DeletePdb { .. })),
+        "{:?}",
+        p.writes
+    );
+}
+
+#[test]
+fn a_pdb_whose_fields_only_the_shared_manager_holds_is_deleted_by_its_owner() {
     let open = view("a", true);
     let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &open);
     let pdb = Arc::make_mut(&mut w.pdbs[0]);
-    let mut other = pdb.metadata.owner_references.as_ref().unwrap()[0].clone();
-    other.uid = "b".into();
-    pdb.metadata.owner_references.as_mut().unwrap().push(other);
+    pdb.metadata.managed_fields = Some(vec![serde_json::from_value(shared_label()).unwrap()]);
     let p = plan(&view("a", false), &w);
     assert!(
         p.writes
             .iter()
-            .any(|w| matches!(w, Write::ReleasePdb { name, .. } if name == "api-dg"))
+            .any(|w| matches!(w, Write::DeletePdb { name, .. } if name == "api-dg"))
     );
+}
+
+#[test]
+fn an_open_window_co_owning_a_pdb_only_through_an_ownerreference_applies_its_own_fields() {
+    // b is listed as an owner but its manager holds nothing: it applies, so that a's last
+    // release does not take the PDB b wants away.
+    let a = view("a", true);
+    let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &a);
+    add_window_to_pdb(&mut w, "b", false);
+    let p = plan(&view("b", true), &w);
     assert!(
-        !p.writes
+        p.writes
             .iter()
-            .any(|w| matches!(w, Write::DeletePdb { .. }))
+            .any(|w| matches!(w, Write::ApplyPdb { name, .. } if name == "api-dg"))
     );
+}
+
+#[test]
+fn a_guard_pdb_without_the_shared_managers_label_is_applied_again() {
+    let win = view("a", true);
+    let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &win);
+    let pdb = Arc::make_mut(&mut w.pdbs[0]);
+    pdb.metadata.managed_fields.as_mut().unwrap().pop();
+    let p = plan(&win, &w);
+    assert!(
+        p.writes
+            .iter()
+            .any(|w| matches!(w, Write::ApplyPdb { name, .. } if name == "api-dg"))
+    );
+}
+
+#[test]
+fn letting_go_after_a_conflict_decides_again_from_the_fresh_pdb() {
+    let open = view("a", true);
+    let mut w = settle(world(vec![pod("api-1-x", "api-1", "n1")]), &open);
+    add_window_to_pdb(&mut w, "b", true);
+    let both = w.pdbs[0].clone();
+    assert!(matches!(let_go(&both, "a"), Some(Write::ReleasePdb { .. })));
+    // b released meanwhile: a is now the last holder and deletes with the new version.
+    let mut fresh = (*both).clone();
+    fresh.metadata.resource_version = Some("11".into());
+    fresh
+        .metadata
+        .managed_fields
+        .as_mut()
+        .unwrap()
+        .retain(|m| m.manager.as_deref() != Some("disruption-guard/b"));
+    assert_eq!(
+        let_go(&fresh, "a"),
+        Some(Write::DeletePdb {
+            name: "api-dg".into(),
+            uid: "uid-pdb".into(),
+            resource_version: "11".into(),
+        })
+    );
+    // A PDB being deleted, or one a window has no stake in, needs nothing.
+    let mut deleting = fresh.clone();
+    deleting.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T10:00:00Z".parse().unwrap(),
+        ));
+    assert_eq!(let_go(&deleting, "a"), None);
+    assert_eq!(let_go(&fresh, "c"), None);
 }
 
 #[test]

@@ -1,23 +1,34 @@
-//! The start-up sweep: removes protection that no live window wants any more, left behind by
-//! a crash, a forced finalizer removal or an uninstall.
+//! The sweep: removes protection that no live window wants any more, left behind by a crash,
+//! a forced finalizer removal, an uninstall or a release that went wrong. The leader runs it
+//! once its caches have synced and then every [`SWEEP_INTERVAL`] while it leads.
 //!
 //! It looks at the cached objects first and lists windows (cluster-wide) after, so every field
 //! manager `disruption-guard/<uid>` it finds belongs to a window that existed before the list:
 //! a window of another operator (scoped to another namespace) is therefore always seen and its
-//! protection kept. Only managers and PDBs of windows that exist nowhere are removed.
+//! protection kept. Field managers are removed only for windows that exist nowhere (a window
+//! that exists releases its own); a guard-labelled PDB is deleted when no window that exists
+//! and has not ended owns it or holds fields of it (with UID and resourceVersion
+//! preconditions, so a PDB a window wrote to since the cache read is kept).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Resource, ResourceExt};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::context::Context;
-use super::fields::window_uids;
+use super::fields::{holding_window_uids, window_uids};
 use super::plan::{Target, WindowView, Write};
 use crate::resources::TestWindow;
 use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_manager};
+
+/// How often the leader sweeps. A guard PDB that no live window wants (its last window ended
+/// or went away without deleting it) is deleted at most this long, plus one sweep and the
+/// cache lag, after the PDB cache shows it; the window's own release normally deletes it at
+/// once, so this bounds the leftovers of failures only.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
 /// One leftover to remove: the write and the manager to make it with.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,18 +63,24 @@ pub fn annotation_leftovers<K: Resource>(
     out
 }
 
-/// Guard PDBs (labelled as ours) none of whose owning windows is alive.
+/// Guard PDBs (labelled as ours) that no window of `wanting` owns or holds fields of;
+/// `wanting` is the windows that exist and have not ended.
 pub fn pdb_leftovers(
     pdbs: &[std::sync::Arc<k8s_openapi::api::policy::v1::PodDisruptionBudget>],
-    live: &BTreeSet<String>,
+    wanting: &BTreeSet<String>,
 ) -> Vec<Leftover> {
     pdbs.iter()
         .filter(|p| p.labels().get(MANAGED_BY_KEY).map(String::as_str) == Some(MANAGED_BY_VALUE))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
-            !p.owner_references()
+            let owners = p
+                .owner_references()
                 .iter()
-                .any(|o| o.kind == "TestWindow" && live.contains(&o.uid))
+                .filter(|o| o.kind == "TestWindow")
+                .map(|o| o.uid.clone());
+            let mut stake: BTreeSet<String> = owners.collect();
+            stake.extend(holding_window_uids(&p.metadata));
+            stake.is_disjoint(wanting)
         })
         .map(|p| Leftover {
             namespace: p.namespace().unwrap_or_default(),
@@ -75,6 +92,13 @@ pub fn pdb_leftovers(
             },
         })
         .collect()
+}
+
+/// Whether a cached window has ended for good: its status records Closed or Expired, or it
+/// is being deleted (both are final).
+pub fn has_ended(window: &TestWindow) -> bool {
+    window.metadata.deletion_timestamp.is_some()
+        || window.status.as_ref().is_some_and(|s| s.phase.is_final())
 }
 
 /// Runs the sweep once; returns how many leftovers were removed.
@@ -102,6 +126,16 @@ pub async fn sweep(ctx: &Context) -> Result<usize, kube::Error> {
         .map(|s| s.state())
         .unwrap_or_default();
 
+    // Ended windows are read from the cache: an end is final, so a cache that lags can only
+    // keep a PDB one more sweep, never delete one a window still wants.
+    let ended: BTreeSet<String> = ctx
+        .stores
+        .windows
+        .state()
+        .iter()
+        .filter(|w| has_ended(w))
+        .filter_map(|w| w.metadata.uid.clone())
+        .collect();
     let live: BTreeSet<String> = Api::<TestWindow>::all(ctx.state.client.clone())
         .list_metadata(&ListParams::default())
         .await?
@@ -109,13 +143,19 @@ pub async fn sweep(ctx: &Context) -> Result<usize, kube::Error> {
         .into_iter()
         .filter_map(|w| w.metadata.uid)
         .collect();
+    let wanting: BTreeSet<String> = live.difference(&ended).cloned().collect();
 
     let mut leftovers = annotation_leftovers(Target::Pod, &pods, &live);
     leftovers.extend(annotation_leftovers(Target::Node, &nodes, &live));
     leftovers.extend(annotation_leftovers(Target::NodeClaim, &claims, &live));
-    leftovers.extend(pdb_leftovers(&pdbs, &live));
+    leftovers.extend(pdb_leftovers(&pdbs, &wanting));
     let mut removed = 0;
     for leftover in &leftovers {
+        // Only the leader writes: a sweep that outlives the Lease stops.
+        if !ctx.state.leader.is_leader() {
+            debug!("leadership lost during a sweep, stopping it");
+            break;
+        }
         let view = WindowView {
             uid: String::new(),
             name: String::new(),
@@ -211,5 +251,57 @@ mod tests {
             pdb_leftovers(&[pdb(false, &["dead"])], &live).is_empty(),
             "a user's PDB is never touched"
         );
+    }
+
+    #[test]
+    fn a_guard_pdb_a_live_window_holds_fields_of_is_kept_and_a_shell_is_a_leftover() {
+        let live = BTreeSet::from(["a".to_string()]);
+        // No ownerReference left, but a's manager still holds fields: a wants it.
+        let mut held = (*pdb(true, &[])).clone();
+        held.metadata.managed_fields = Some(vec![crate::window::fields::tests::entry_with(
+            "disruption-guard/a",
+            serde_json::json!({"f:spec": {"f:maxUnavailable": {}}}),
+        )]);
+        assert!(pdb_leftovers(&[Arc::new(held)], &live).is_empty());
+        // Issue 16's empty PDB, still labelled by the shared manager: found and deleted with
+        // UID and resourceVersion preconditions.
+        let mut shell = (*pdb(true, &[])).clone();
+        shell.metadata.resource_version = Some("7".into());
+        let found = pdb_leftovers(&[Arc::new(shell)], &live);
+        assert_eq!(
+            found[0].write,
+            Write::DeletePdb {
+                name: "api-dg".into(),
+                uid: "pdb".into(),
+                resource_version: "7".into()
+            }
+        );
+    }
+
+    #[test]
+    fn windows_that_ended_want_no_pdb() {
+        use crate::resources::{Phase, TestWindowStatus};
+        let mut w: TestWindow = serde_json::from_value(serde_json::json!({
+            "apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow",
+            "metadata": {"name": "w", "namespace": "ns", "uid": "a"},
+            "spec": {"selector": {}, "ttl": "10m"}
+        }))
+        .unwrap();
+        assert!(!has_ended(&w), "no status yet");
+        w.status = Some(TestWindowStatus {
+            phase: Phase::Active,
+            ..Default::default()
+        });
+        assert!(!has_ended(&w));
+        w.status = Some(TestWindowStatus {
+            phase: Phase::Closed,
+            ..Default::default()
+        });
+        assert!(has_ended(&w));
+
+        // An owner that exists but ended keeps nothing; a live owner next to it keeps it.
+        let wanting = BTreeSet::from(["b".to_string()]);
+        assert_eq!(pdb_leftovers(&[pdb(true, &["a"])], &wanting).len(), 1);
+        assert!(pdb_leftovers(&[pdb(true, &["a", "b"])], &wanting).is_empty());
     }
 }
