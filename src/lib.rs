@@ -1,11 +1,14 @@
 //! disruption-guard: keeps node autoscalers from killing lone-replica pods while CI tests run.
 //!
-//! The crate is laid out by concept:
+//! The crate is laid out in layers; each depends only on the ones above it in this list:
 //! - [`resources`]: the `TestWindow` custom resource and the fixed names (annotations, labels).
+//! - [`k8s`]: pure Kubernetes helpers several parts share (managedFields, trimming).
+//! - [`runtime`]: what the components run on — client, shared caches, leader status,
+//!   readiness, shutdown, identity.
 //! - [`window`]: the window controller — decides and applies protection for open windows.
 //! - [`drain`]: the drain watcher — rolls out lone-replica Deployments on draining nodes.
 //! - [`api`]: the HTTP API CI calls to open, renew and close windows.
-//! - [`operator`]: wiring — shared state, admin endpoints, metrics, start-up and shutdown.
+//! - [`operator`]: wiring — flags, the metrics registry, admin endpoints, start-up.
 //! - [`client`]: the CI client (`open`, `close`, `run`, …) over the API or the cluster.
 //! - [`cli`]: the command line (operator, CI client, `crd`, `openapi`).
 
@@ -13,7 +16,9 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod drain;
+pub mod k8s;
 pub mod operator;
 pub mod resources;
+pub mod runtime;
 pub mod telemetry;
 pub mod window;

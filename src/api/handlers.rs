@@ -92,7 +92,7 @@ fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
             "namespace: {ns:?} is not a valid namespace name"
         )));
     }
-    if !state.op.in_scope(ns) {
+    if !state.runtime.in_scope(ns) {
         return Err(ApiError::Forbidden(format!(
             "namespace: this operator does not serve namespace {ns} (--namespaces)"
         )));

@@ -86,7 +86,7 @@ pub async fn observe(State(state): State<ApiState>, req: Request, next: Next) ->
     }
     let code = resp.status().as_u16();
     let seconds = started.elapsed().as_secs_f64();
-    state.metrics.api.observe(method, &route, code, seconds);
+    state.metrics.observe(method, &route, code, seconds);
     span.in_scope(|| {
         if code >= 500 {
             warn!(code, path = %path, latency_ms = seconds * 1000.0, "request failed");

@@ -34,7 +34,7 @@ use clap::Args;
 use tower_http::catch_panic::CatchPanicLayer;
 use tracing::{info, warn};
 
-use crate::operator::State;
+use crate::runtime::Runtime;
 
 /// Flags of the HTTP API.
 #[derive(Debug, Clone, Args)]
@@ -92,21 +92,23 @@ fn parse_ttl_flag(text: &str) -> Result<std::time::Duration, String> {
 /// What the handlers share.
 #[derive(Clone)]
 pub struct ApiState {
-    /// The operator's state (client, flags, metrics, scope).
-    pub op: State,
+    /// The runtime (client, scope, shutdown).
+    pub runtime: Runtime,
+    /// Largest accepted request body, in bytes (`--max-body-bytes`).
+    pub max_body_bytes: usize,
     /// Window operations.
     pub windows: windows::Windows,
     /// Authentication and authorization.
     pub auth: Arc<auth::Authenticator>,
     /// Per-client rate limit.
     pub limiter: Arc<ratelimit::RateLimiter>,
-    /// The operator's metrics.
-    pub metrics: Arc<crate::operator::Metrics>,
+    /// The API's metrics.
+    pub metrics: Arc<ApiMetrics>,
 }
 
 /// The API's routes, with every middleware.
 pub fn router(state: ApiState) -> Router {
-    let limit = state.op.args.api.max_body_bytes;
+    let limit = state.max_body_bytes;
     Router::new()
         .route(
             "/v1/namespaces/{namespace}/windows",
@@ -163,11 +165,15 @@ pub(crate) async fn serve_openapi() -> impl IntoResponse {
     )
 }
 
-/// Serves the HTTP API until shutdown.
-pub async fn serve(state: State) -> anyhow::Result<()> {
-    let args = &state.args.api;
-    // One limit for the API and the controller: `--max-ttl` of the window controller.
-    let max_ttl = std::time::Duration::from(state.args.window.max_ttl);
+/// Serves the HTTP API until shutdown. `max_ttl` is the longest a window may stay open (the
+/// window controller's `--max-ttl`: one limit for both).
+pub async fn serve(
+    runtime: Runtime,
+    args: ApiArgs,
+    max_ttl: std::time::Duration,
+    metrics: Arc<ApiMetrics>,
+) -> anyhow::Result<()> {
+    let state = &runtime;
     anyhow::ensure!(
         args.default_ttl <= max_ttl,
         "--default-ttl must not exceed --max-ttl"
@@ -188,10 +194,14 @@ pub async fn serve(state: State) -> anyhow::Result<()> {
         (None, None) => None,
     };
     if let Some(source) = source {
+        let install = {
+            let auth = auth.clone();
+            move |tokens| auth.set_static_tokens(tokens)
+        };
         static_tokens::start(
             source,
             state.client.clone(),
-            auth.clone(),
+            install,
             state.shutdown.clone(),
         )
         .await
@@ -210,8 +220,9 @@ pub async fn serve(state: State) -> anyhow::Result<()> {
             args.rate_limit,
             args.rate_burst,
         )),
-        metrics: state.metrics.clone(),
-        op: state.clone(),
+        metrics,
+        max_body_bytes: args.max_body_bytes,
+        runtime: runtime.clone(),
     };
     let addr = args.api_addr;
     let listener = tokio::net::TcpListener::bind(addr)

@@ -9,7 +9,6 @@
 //!     namespaces: [shop, shop-e2e] # "*" = every namespace
 //! ```
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -17,8 +16,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use serde::Deserialize;
 use tracing::{info, warn};
-
-use super::auth::Authenticator;
 
 /// Key of the Secret that holds the tokens.
 pub const SECRET_KEY: &str = "tokens.yaml";
@@ -113,16 +110,17 @@ pub fn parse_secret_ref(text: &str) -> Result<Source, String> {
     }
 }
 
-/// Loads the tokens once (failing start-up if they cannot be read), then keeps reloading.
+/// Loads the tokens once (failing start-up if they cannot be read), then keeps reloading;
+/// each load is handed to `install` (the authenticator's `set_static_tokens`).
 pub async fn start(
     source: Source,
     client: Client,
-    auth: Arc<Authenticator>,
+    install: impl Fn(Vec<StaticToken>) + Send + 'static,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<()> {
     let tokens = source.load(&client).await?;
     info!(count = tokens.len(), "static tokens loaded");
-    auth.set_static_tokens(tokens);
+    install(tokens);
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -130,7 +128,7 @@ pub async fn start(
                 _ = tokio::time::sleep(RELOAD_EVERY) => {}
             }
             match source.load(&client).await {
-                Ok(tokens) => auth.set_static_tokens(tokens),
+                Ok(tokens) => install(tokens),
                 Err(err) => {
                     warn!(error = %format!("{err:#}"), "keeping the previous static tokens")
                 }

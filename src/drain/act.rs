@@ -5,13 +5,12 @@
 //! Only the Lease holder may act: [`Actor::act`] checks leadership first (see
 //! [`Actor::may_act`]), right before the fresh reads and the patch.
 
-use crate::operator::leader::Leadership;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Client};
 use serde_json::json;
 use tracing::{debug, warn};
@@ -21,6 +20,7 @@ use super::decide::{self, Decision, Facts, Plan, SkipReason, controller_of};
 use super::error::Error;
 use super::signals::{self, Raised, Signal};
 use crate::resources::names::{FIELD_MANAGER, RESTARTED_AT};
+use crate::runtime::{Leadership, Runtime};
 
 /// Attempts of one rollout when the Deployment keeps changing under it.
 const CONFLICT_ATTEMPTS: u32 = 3;
@@ -34,16 +34,12 @@ pub struct Actor {
 }
 
 impl Actor {
-    /// An actor reporting Events as `disruption-guard`.
-    pub fn new(client: Client, leader: Leadership) -> Self {
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
+    /// An actor writing with the runtime's client and reporting Events as this replica.
+    pub fn new(runtime: &Runtime) -> Self {
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            leader,
+            recorder: Recorder::new(runtime.client.clone(), runtime.reporter()),
+            client: runtime.client.clone(),
+            leader: runtime.leader.clone(),
         }
     }
 

@@ -26,9 +26,11 @@ pub use signals::Signal;
 use clap::Args;
 use tracing::info;
 
-use crate::operator::State;
-use crate::operator::caches::Caches;
+use std::sync::Arc;
+
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use crate::runtime::{Caches, NodeTrigger, Runtime};
 
 pub use crate::resources::names::ROLLED_OUT_FOR_NODE;
 
@@ -64,34 +66,35 @@ const READY_GATE: &str = "drain";
 
 /// Runs the drain watcher until shutdown.
 pub async fn run(
-    state: State,
+    runtime: Runtime,
+    args: DrainArgs,
+    metrics: Arc<DrainMetrics>,
     caches: Caches,
-    tx: UnboundedSender<stores::Trigger>,
-    rx: UnboundedReceiver<stores::Trigger>,
+    tx: UnboundedSender<NodeTrigger>,
+    rx: UnboundedReceiver<NodeTrigger>,
 ) -> anyhow::Result<()> {
-    state.ready.register(READY_GATE);
-    let args = &state.args;
+    runtime.ready.register(READY_GATE);
     let (stores, tasks) = stores::Stores::start(
-        &state.client,
+        &runtime.client,
         &caches,
-        state.watch_scope(),
-        args.drain.drain_namespace_selector.as_deref(),
+        runtime.watch_scope(),
+        args.drain_namespace_selector.as_deref(),
         &tx,
     );
     let result = async {
         tokio::select! {
-            _ = state.shutdown.cancelled() => return Ok(()),
+            _ = runtime.shutdown.cancelled() => return Ok(()),
             ready = stores.wait_until_ready(&caches) => ready?,
         }
-        state.ready.mark_synced(READY_GATE);
+        runtime.ready.mark_synced(READY_GATE);
         info!(
-            signals = ?args.drain.signals,
-            max_replicas = args.drain.max_replicas,
-            namespace_selector = ?args.drain.drain_namespace_selector,
+            signals = ?args.signals,
+            max_replicas = args.max_replicas,
+            namespace_selector = ?args.drain_namespace_selector,
             "drain watcher started"
         );
-        let resync = std::time::Duration::from(args.drain.drain_resync);
-        watcher::Watcher::new(state.clone(), stores)
+        let resync = std::time::Duration::from(args.drain_resync);
+        watcher::Watcher::new(runtime.clone(), args.clone(), metrics, stores)
             .run(rx, resync)
             .await;
         anyhow::Ok(())

@@ -22,19 +22,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use crate::operator::caches::Caches;
-use crate::resources::PodDigest;
+use crate::runtime::{Caches, NodeTrigger};
 
-/// What woke the watcher loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Trigger {
-    /// A node was added or changed, or a pod on it.
-    Node(String),
-    /// A node was deleted (its uid).
-    NodeGone(String),
-    /// A ReplicaSet, Deployment, PDB or namespace changed: look at every disrupted node.
-    All,
-}
+use crate::resources::PodDigest;
 
 /// Reflector stores the decisions read from.
 #[derive(Clone)]
@@ -58,7 +48,7 @@ impl Stores {
         caches: &Caches,
         scope: Option<&str>,
         namespace_selector: Option<&str>,
-        triggers: &UnboundedSender<Trigger>,
+        triggers: &UnboundedSender<NodeTrigger>,
     ) -> (Stores, Vec<JoinHandle<()>>) {
         fn api<K>(client: &Client, scope: Option<&str>) -> Api<K>
         where
@@ -133,10 +123,10 @@ impl Stores {
     }
 }
 
-fn all<K>(event: &watcher::Event<K>) -> Option<Trigger> {
+fn all<K>(event: &watcher::Event<K>) -> Option<NodeTrigger> {
     match event {
         watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone => {
-            Some(Trigger::All)
+            Some(NodeTrigger::All)
         }
         watcher::Event::Init | watcher::Event::InitApply(_) => None,
     }
@@ -146,8 +136,8 @@ fn all<K>(event: &watcher::Event<K>) -> Option<Trigger> {
 fn drive<K, S>(
     name: &'static str,
     stream: S,
-    triggers: UnboundedSender<Trigger>,
-    to_trigger: impl Fn(&watcher::Event<K>) -> Option<Trigger> + Send + 'static,
+    triggers: UnboundedSender<NodeTrigger>,
+    to_trigger: impl Fn(&watcher::Event<K>) -> Option<NodeTrigger> + Send + 'static,
 ) -> JoinHandle<()>
 where
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,

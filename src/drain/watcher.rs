@@ -16,12 +16,15 @@ use super::act::Actor;
 use super::decide::{self, Decision, Facts, NodeRef, Plan, controller_of};
 use super::ledger::Ledger;
 use super::signals::{self, Raised};
-use super::stores::{Stores, Trigger};
-use crate::operator::State;
+use super::stores::Stores;
+use super::{DrainArgs, DrainMetrics};
+use crate::runtime::{NodeTrigger, Runtime};
 
 /// The loop's state; owned by one task.
 pub struct Watcher {
-    pub state: State,
+    pub runtime: Runtime,
+    pub args: DrainArgs,
+    pub metrics: Arc<DrainMetrics>,
     pub stores: Stores,
     pub actor: Actor,
     ledger: Ledger,
@@ -31,10 +34,17 @@ pub struct Watcher {
 
 impl Watcher {
     /// A watcher over `stores`.
-    pub fn new(state: State, stores: Stores) -> Self {
-        let actor = Actor::new(state.client.clone(), state.leader.clone());
+    pub fn new(
+        runtime: Runtime,
+        args: DrainArgs,
+        metrics: Arc<DrainMetrics>,
+        stores: Stores,
+    ) -> Self {
+        let actor = Actor::new(&runtime);
         Self {
-            state,
+            runtime,
+            args,
+            metrics,
             stores,
             actor,
             ledger: Ledger::default(),
@@ -43,13 +53,13 @@ impl Watcher {
     }
 
     /// Handles triggers until shutdown; also looks at every disrupted node each `resync`.
-    pub async fn run(mut self, mut triggers: UnboundedReceiver<Trigger>, resync: Duration) {
+    pub async fn run(mut self, mut triggers: UnboundedReceiver<NodeTrigger>, resync: Duration) {
         let mut tick = tokio::time::interval(resync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let first = tokio::select! {
-                _ = self.state.shutdown.cancelled() => return,
-                _ = tick.tick() => Trigger::All,
+                _ = self.runtime.shutdown.cancelled() => return,
+                _ = tick.tick() => NodeTrigger::All,
                 trigger = triggers.recv() => match trigger {
                     Some(trigger) => trigger,
                     None => return,
@@ -64,11 +74,11 @@ impl Watcher {
             let mut nodes = BTreeSet::new();
             for trigger in batch {
                 match trigger {
-                    Trigger::All => all = true,
-                    Trigger::Node(name) => {
+                    NodeTrigger::All => all = true,
+                    NodeTrigger::Node(name) => {
                         nodes.insert(name);
                     }
-                    Trigger::NodeGone(uid) => {
+                    NodeTrigger::NodeGone(uid) => {
                         self.ledger.forget_node(&uid);
                         self.first_seen.remove(&uid);
                     }
@@ -94,7 +104,7 @@ impl Watcher {
     /// One pass over a node: nothing unless it is being disrupted; else a decision per pod.
     async fn pass(&mut self, node: &Node) {
         let uid = node.metadata.uid.clone().unwrap_or_default();
-        let drain = &self.state.args.drain;
+        let drain = &self.args;
         let Some(raised) = signals::disruption(node, &drain.signals) else {
             // The disruption is over (or never began): a later one is a new episode.
             if self.first_seen.remove(&uid).is_some() {
@@ -128,7 +138,7 @@ impl Watcher {
                             kind = ?subject.kind, name = ?subject.name, node = %node_ref.name,
                             reason = reason.as_str(), "not rolling out"
                         );
-                        self.state.metrics.drain.skip(reason.as_str());
+                        self.metrics.skip(reason.as_str());
                         self.actor
                             .report_skip(&subject, reason, &node_ref.name)
                             .await;
@@ -141,8 +151,8 @@ impl Watcher {
 
     /// The only step that writes: re-check, patch, record, report.
     async fn act(&mut self, plan: &Plan, raised: &Raised, since: Timestamp) {
-        let drain = &self.state.args.drain;
-        let metrics = &self.state.metrics.drain;
+        let drain = &self.args;
+        let metrics = &self.metrics;
         // The stores decided to roll out, so this process's record does not stand in the way;
         // the fresh re-check reads the Deployment's marker.
         match self
@@ -224,13 +234,13 @@ impl Watcher {
             ),
             pdbs: &pdbs,
             rolled_out_before,
-            max_replicas: self.state.args.drain.max_replicas,
+            max_replicas: self.args.max_replicas,
         })
     }
 
     /// `--namespaces` and `--drain-namespace-selector` both admit the namespace.
     fn in_scope(&self, ns: &str) -> bool {
-        self.state.in_scope(ns)
+        self.runtime.in_scope(ns)
             && self
                 .stores
                 .namespaces

@@ -1,9 +1,8 @@
 //! Admin endpoints on their own port: `/metrics` (Prometheus text), `/healthz` (alive) and
 //! `/readyz` (every watch synced and not shutting down).
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use axum::Router;
@@ -13,51 +12,27 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tracing::info;
 
-use super::State;
+use super::Metrics as Registry;
+use crate::runtime::Runtime;
 
-/// Readiness gates: each component registers a name and marks it synced.
-#[derive(Debug, Default)]
-pub struct Readiness {
-    gates: Mutex<BTreeMap<&'static str, bool>>,
-}
-
-impl Readiness {
-    /// Registers a gate that is not yet synced.
-    pub fn register(&self, name: &'static str) {
-        self.gates
-            .lock()
-            .expect("readiness lock")
-            .entry(name)
-            .or_insert(false);
-    }
-
-    /// Marks a gate synced.
-    pub fn mark_synced(&self, name: &'static str) {
-        let mut gates = self.gates.lock().expect("readiness lock");
-        let was_ready = gates.values().all(|ok| *ok);
-        gates.insert(name, true);
-        let now_ready = gates.values().all(|ok| *ok);
-        drop(gates);
-        if !was_ready && now_ready {
-            // Every initial list is parsed: their buffers can go back to the system.
-            super::memory::release_free_pages();
-        }
-    }
-
-    /// Names of gates that are not yet synced.
-    pub fn pending(&self) -> Vec<&'static str> {
-        let gates = self.gates.lock().expect("readiness lock");
-        gates
-            .iter()
-            .filter(|(_, ok)| !**ok)
-            .map(|(name, _)| *name)
-            .collect()
-    }
+/// What the admin endpoints read.
+#[derive(Clone)]
+struct Admin {
+    runtime: Runtime,
+    metrics: Arc<Registry>,
 }
 
 /// Serves the admin endpoints until shutdown.
-pub async fn serve(addr: SocketAddr, state: State) -> anyhow::Result<()> {
-    let shutdown = state.shutdown.clone();
+pub async fn serve(
+    addr: SocketAddr,
+    runtime: Runtime,
+    registry: Arc<Registry>,
+) -> anyhow::Result<()> {
+    let shutdown = runtime.shutdown.clone();
+    let state = Admin {
+        runtime,
+        metrics: registry,
+    };
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -73,14 +48,14 @@ pub async fn serve(addr: SocketAddr, state: State) -> anyhow::Result<()> {
         .context("serving admin endpoints")
 }
 
-async fn readyz(AxumState(state): AxumState<State>) -> impl IntoResponse {
-    if state.shutdown.is_cancelled() {
+async fn readyz(AxumState(state): AxumState<Admin>) -> impl IntoResponse {
+    if state.runtime.shutdown.is_cancelled() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting down\n".to_string(),
         );
     }
-    let pending = state.ready.pending();
+    let pending = state.runtime.ready.pending();
     if pending.is_empty() {
         (StatusCode::OK, "ok\n".to_string())
     } else {
@@ -91,11 +66,11 @@ async fn readyz(AxumState(state): AxumState<State>) -> impl IntoResponse {
     }
 }
 
-async fn metrics(AxumState(state): AxumState<State>) -> impl IntoResponse {
+async fn metrics(AxumState(state): AxumState<Admin>) -> impl IntoResponse {
     state
         .metrics
         .leader
-        .set(i64::from(state.leader.is_leader()));
+        .set(i64::from(state.runtime.leader.is_leader()));
     (
         [(
             header::CONTENT_TYPE,

@@ -4,6 +4,8 @@
 //! `api::ApiMetrics`) and registers them here. Label values come from fixed vocabularies
 //! (phases, reasons, error categories), never from object names, so cardinality stays bounded.
 
+use std::sync::Arc;
+
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
@@ -19,11 +21,11 @@ pub struct Metrics {
     /// 1 while this replica holds the leader Lease (or runs without election).
     pub leader: Gauge,
     /// Window controller metrics.
-    pub window: WindowMetrics,
+    pub window: Arc<WindowMetrics>,
     /// Drain watcher metrics.
-    pub drain: DrainMetrics,
+    pub drain: Arc<DrainMetrics>,
     /// HTTP API metrics.
-    pub api: ApiMetrics,
+    pub api: Arc<ApiMetrics>,
 }
 
 impl Default for Metrics {
@@ -49,9 +51,9 @@ impl Default for Metrics {
         Self {
             registry,
             leader,
-            window,
-            drain,
-            api,
+            window: Arc::new(window),
+            drain: Arc::new(drain),
+            api: Arc::new(api),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Wiring of `disruption-guard operator`: one shared [`State`], the window controller, the
-//! drain watcher, the HTTP API and the admin endpoints started together, one shutdown signal
-//! for all.
+//! Wiring of `disruption-guard operator`, the top layer: the flags, the metrics registry, the
+//! admin endpoints, and start-up — one [`Runtime`] built, the window controller, the drain
+//! watcher and the HTTP API each started from it with their own flags and metrics, one
+//! shutdown signal for all.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,18 +10,14 @@ use anyhow::Context as _;
 use clap::Args;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
-use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub mod admin;
-pub mod caches;
-pub mod client;
-pub mod leader;
-pub mod memory;
 pub mod metrics;
-pub mod shutdown;
 
 pub use metrics::Metrics;
+
+use crate::runtime::{Caches, Leadership, Readiness, Runtime, client, leader, shutdown};
 
 /// Flags of `disruption-guard operator`; each has a `DISRUPTION_GUARD_*` environment twin.
 #[derive(Debug, Clone, Args)]
@@ -86,39 +83,6 @@ pub struct OperatorArgs {
     pub drain: crate::drain::DrainArgs,
 }
 
-/// Everything the controllers and servers share; cheap to clone.
-#[derive(Clone)]
-pub struct State {
-    /// Client for the cluster the operator runs against.
-    pub client: Client,
-    /// The operator's flags.
-    pub args: Arc<OperatorArgs>,
-    /// Prometheus metrics.
-    pub metrics: Arc<Metrics>,
-    /// Whether this replica may write (leader election).
-    pub leader: leader::Leadership,
-    /// Readiness: true once every watch has synced.
-    pub ready: Arc<admin::Readiness>,
-    /// Cancelled when the process is asked to stop.
-    pub shutdown: CancellationToken,
-}
-
-impl State {
-    /// The one namespace namespaced watches are limited to, when `--namespaces` names exactly
-    /// one; otherwise they watch every namespace and decisions filter with [`Self::in_scope`].
-    pub fn watch_scope(&self) -> Option<&str> {
-        match self.args.namespaces.as_slice() {
-            [only] => Some(only.as_str()),
-            _ => None,
-        }
-    }
-
-    /// Whether the operator acts in `namespace` (the `--namespaces` scope).
-    pub fn in_scope(&self, namespace: &str) -> bool {
-        self.args.namespaces.is_empty() || self.args.namespaces.iter().any(|n| n == namespace)
-    }
-}
-
 /// Runs the operator until SIGINT or SIGTERM.
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
@@ -132,35 +96,37 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     check_crd_installed(&client).await?;
 
     let shutdown = shutdown::on_signal();
+    let identity: Arc<str> = args
+        .leader_election_identity
+        .clone()
+        .unwrap_or_else(crate::runtime::host_identity)
+        .into();
     let (elector, leader) = if args.leader_election {
-        let identity = args
-            .leader_election_identity
-            .clone()
-            .unwrap_or_else(hostname);
         let config = leader::ElectionConfig {
             namespace: args.leader_election_namespace.clone(),
             name: args.leader_election_lease.clone(),
-            identity,
+            identity: identity.to_string(),
             lease_duration: std::time::Duration::from_secs(args.lease_duration_seconds),
             retry_period: std::time::Duration::from_secs(args.lease_duration_seconds.div_ceil(3)),
         };
         let (elector, leader) = leader::Elector::new(client.clone(), config);
         (Some(elector), leader)
     } else {
-        (None, leader::Leadership::Always)
+        (None, Leadership::Always)
     };
-    let state = State {
+    let runtime = Runtime {
         client,
+        namespaces: args.namespaces.clone().into(),
         leader,
-        args: Arc::new(args),
-        metrics: Arc::new(Metrics::default()),
-        ready: Arc::new(admin::Readiness::default()),
+        ready: Arc::new(Readiness::default()),
         shutdown,
+        identity,
     };
+    let metrics = Arc::new(Metrics::default());
     info!(
-        admin_addr = %state.args.admin_addr,
-        api_addr = %state.args.api.api_addr,
-        namespaces = ?state.args.namespaces,
+        admin_addr = %args.admin_addr,
+        api_addr = %args.api.api_addr,
+        namespaces = ?args.namespaces,
         "starting operator"
     );
 
@@ -168,10 +134,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         match elector {
             Some(elector) => {
                 // A replica without the Lease exports no stale window gauges.
-                let metrics = state.metrics.clone();
+                let window_metrics = metrics.window.clone();
                 elector
-                    .on_follow(move || metrics.window.clear_gauges())
-                    .run(state.shutdown.clone())
+                    .on_follow(move || window_metrics.clear_gauges())
+                    .run(runtime.shutdown.clone())
                     .await
             }
             None => Ok(()),
@@ -179,25 +145,36 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     };
     let (drain_tx, drain_rx) = tokio::sync::mpsc::unbounded_channel();
     let (caches, window_feed, _watches) =
-        caches::Caches::start(&state.client, state.watch_scope(), drain_tx.clone());
+        Caches::start(&runtime.client, runtime.watch_scope(), drain_tx.clone());
+    // One limit for the API and the controller: `--max-ttl` of the window controller.
+    let max_ttl = std::time::Duration::from(args.window.max_ttl);
     tokio::try_join!(
         election,
-        admin::serve(state.args.admin_addr, state.clone()),
-        crate::api::serve(state.clone()),
-        crate::window::run(state.clone(), caches.clone(), window_feed),
-        crate::drain::run(state.clone(), caches, drain_tx, drain_rx),
+        admin::serve(args.admin_addr, runtime.clone(), metrics.clone()),
+        crate::api::serve(
+            runtime.clone(),
+            args.api.clone(),
+            max_ttl,
+            metrics.api.clone()
+        ),
+        crate::window::run(
+            runtime.clone(),
+            args.window.clone(),
+            metrics.window.clone(),
+            caches.clone(),
+            window_feed
+        ),
+        crate::drain::run(
+            runtime.clone(),
+            args.drain.clone(),
+            metrics.drain.clone(),
+            caches,
+            drain_tx,
+            drain_rx
+        ),
     )?;
     info!("operator stopped");
     Ok(())
-}
-
-/// The host name, the default identity outside a pod.
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| format!("disruption-guard-{}", std::process::id()))
 }
 
 /// Fails with a clear message when the TestWindow CRD is not installed.

@@ -151,7 +151,7 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Err
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::fields::{owned_annotations, window_uids};
+    use crate::k8s::fields::{owned_annotations, window_uids};
     use serde_json::json;
 
     #[derive(Deserialize)]

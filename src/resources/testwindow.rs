@@ -143,6 +143,16 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// The phase's name as the status writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Active => "Active",
+            Phase::Expired => "Expired",
+            Phase::Closed => "Closed",
+        }
+    }
+
     /// Whether the window has ended (protection released or being released).
     pub fn is_final(self) -> bool {
         matches!(self, Phase::Expired | Phase::Closed)

@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 use tracing::debug;
 
 use super::error::{Error, is_code};
-use super::fields::holds_label;
 use super::pdbs::let_go;
 use super::plan::{Target, WindowView, Write};
+use crate::k8s::fields::holds_label;
 use crate::resources::names::{
     FIELD_MANAGER, MANAGED_BY_KEY, MANAGED_BY_VALUE, WORKLOAD_LABEL, window_field_manager,
 };

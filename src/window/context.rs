@@ -16,8 +16,9 @@ use tracing::debug;
 
 use super::apply::Writer;
 use super::plan::World;
-use crate::operator::State;
+use super::{WindowArgs, WindowMetrics};
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
+use crate::runtime::Runtime;
 
 /// Reflector stores of everything the planner reads.
 #[derive(Clone)]
@@ -34,7 +35,11 @@ pub struct Stores {
 
 /// Shared by all reconciles.
 pub struct Context {
-    pub state: State,
+    pub runtime: Runtime,
+    /// The window controller's flags.
+    pub args: WindowArgs,
+    /// The window controller's metrics.
+    pub metrics: Arc<WindowMetrics>,
     pub stores: Stores,
     pub writer: Writer,
     pub recorder: Recorder,
@@ -76,7 +81,7 @@ impl Context {
     /// release of a window being deleted, where a write the caches have not seen yet would
     /// otherwise be left behind for good.
     pub async fn fresh_world(&self, ns: &str) -> Result<World, kube::Error> {
-        let client = self.state.client.clone();
+        let client = self.runtime.client.clone();
         let lp = ListParams::default();
         fn arcs<K>(items: Vec<K>, strip: impl Fn(&mut K)) -> Vec<Arc<K>> {
             items
@@ -112,7 +117,7 @@ impl Context {
                 Arc::new(p)
             })
             .collect();
-        world.nodes = arcs(nodes.items, super::trim::node);
+        world.nodes = arcs(nodes.items, crate::k8s::trim::node);
         world.pdbs = arcs(pdbs.items, |_| {});
         world.node_claims = node_claims.map(|c| arcs(c, |_| {}));
         Ok(world)
@@ -152,7 +157,7 @@ impl Context {
     /// The API of a window's namespace.
     pub fn windows(&self, window: &TestWindow) -> Api<TestWindow> {
         Api::namespaced(
-            self.state.client.clone(),
+            self.runtime.client.clone(),
             &window.namespace().unwrap_or_default(),
         )
     }
@@ -162,8 +167,13 @@ impl Context {
         let windows = self.stores.windows.state();
         let in_scope = windows
             .iter()
-            .filter(|w| self.state.in_scope(&w.namespace().unwrap_or_default()));
-        super::reconcile::phase_counts(in_scope.map(|w| w.as_ref()))
+            .filter(|w| self.runtime.in_scope(&w.namespace().unwrap_or_default()));
+        let mut counts = BTreeMap::new();
+        for w in in_scope {
+            let phase = w.status.as_ref().map(|s| s.phase).unwrap_or_default();
+            *counts.entry(phase.as_str()).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// Publishes an Event on the window; failures to publish are logged, never fatal.

@@ -2,8 +2,8 @@
 //! protection when the window closes, expires or is deleted.
 //!
 //! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
-//! (all pure, with [`selector`], [`fields`] and [`report`] as helpers); [`trim`] keeps what they
-//! read of cached objects; [`triggers`] maps watched changes to the windows they concern;
+//! (all pure, with [`selector`], [`report`] and the shared [`crate::k8s`] helpers);
+//! [`triggers`] maps watched changes to the windows they concern;
 //! [`apply`] makes the writes;
 //! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
 //! leftovers at start-up and then periodically while this replica leads; this file wires the
@@ -12,8 +12,8 @@
 pub mod apply;
 pub mod context;
 pub mod error;
-pub mod fields;
 mod metrics;
+pub mod model;
 pub mod pdbs;
 pub mod plan;
 pub mod reconcile;
@@ -22,7 +22,6 @@ pub mod selector;
 pub mod sweep;
 pub mod timing;
 pub mod triggers;
-pub mod trim;
 
 #[cfg(test)]
 mod plan_tests;
@@ -42,18 +41,19 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
-use crate::operator::State;
-use crate::operator::caches::{Caches, WindowFeed};
+use crate::k8s::fields::{keep_own_entries, window_uids};
+use crate::k8s::trim;
 use crate::resources::TestWindow;
+use crate::runtime::Runtime;
+use crate::runtime::caches::{Caches, WindowFeed};
 use context::{Context, Stores};
-use fields::{keep_own_entries, window_uids};
 use triggers::{NodeChanges, PdbTriggers, windows_for, windows_on_node};
 
 /// Flags of the window controller.
@@ -141,10 +141,16 @@ async fn discover_node_claims(client: &Client) -> Option<ApiResource> {
 }
 
 /// Runs the window controller until shutdown.
-pub async fn run(state: State, caches: Caches, feed: WindowFeed) -> anyhow::Result<()> {
-    state.ready.register(GATE);
-    let client = state.client.clone();
-    let namespaces = state.args.namespaces.clone();
+pub async fn run(
+    runtime: Runtime,
+    args: WindowArgs,
+    metrics: Arc<WindowMetrics>,
+    caches: Caches,
+    feed: WindowFeed,
+) -> anyhow::Result<()> {
+    runtime.ready.register(GATE);
+    let client = runtime.client.clone();
+    let namespaces = runtime.namespaces.clone();
     let cfg = watcher::Config::default();
 
     let (windows, windows_writer) = reflector::store();
@@ -272,20 +278,16 @@ pub async fn run(state: State, caches: Caches, feed: WindowFeed) -> anyhow::Resu
         stateful_sets,
         node_claims: claim_store,
     };
-    let reporter = Reporter {
-        controller: "disruption-guard".into(),
-        instance: std::env::var("POD_NAME")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok()),
-    };
     let ctx = Arc::new(Context {
-        state: state.clone(),
+        runtime: runtime.clone(),
+        args,
+        metrics,
         stores: stores.clone(),
         writer: apply::Writer {
             client: client.clone(),
             node_claims: claim_resource,
         },
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: Recorder::new(client.clone(), runtime.reporter()),
         synced: AtomicBool::new(false),
         written: Default::default(),
     });
@@ -299,7 +301,7 @@ pub async fn run(state: State, caches: Caches, feed: WindowFeed) -> anyhow::Resu
         .reconcile_on(pdb_stream)
         .reconcile_on(claim_triggers)
         .with_config(ControllerConfig::default().concurrency(16))
-        .graceful_shutdown_on(state.shutdown.clone().cancelled_owned())
+        .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| {
             // Reconcile failures are logged (and made Events) by the reconciler itself.
@@ -377,7 +379,7 @@ async fn startup(
         }
     }
     ctx.synced.store(true, Ordering::Release);
-    ctx.state.ready.mark_synced(GATE);
+    ctx.runtime.ready.mark_synced(GATE);
     info!("window controller synced");
     sweeps(&ctx).await;
 }
@@ -386,8 +388,8 @@ async fn startup(
 /// listing windows fails), then every [`sweep::SWEEP_INTERVAL`]. The sweep writes, so only the
 /// leader runs it: a follower sweeps as soon as it takes over.
 async fn sweeps(ctx: &Context) {
-    let mut leader = ctx.state.leader.clone();
-    let shutdown = ctx.state.shutdown.clone();
+    let mut leader = ctx.runtime.leader.clone();
+    let shutdown = ctx.runtime.shutdown.clone();
     let mut runs: u64 = 0;
     loop {
         tokio::select! {

@@ -15,9 +15,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::fields::{holding_window_uids, holds_fields, holds_label};
-use super::plan::{Plan, WindowView, Workload, World, Write, is_live, labels, workload_of};
+use super::model::{Plan, WindowView, Workload, World, Write, is_live, labels, workload_of};
 use super::selector;
+use crate::k8s::fields::{holding_window_uids, holds_fields, holds_label};
 use crate::resources::PodDigest;
 use crate::resources::names::{
     FIELD_MANAGER, MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_manager,

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 
-use super::fields::tests::{entry, entry_with};
 use super::pdbs::let_go;
 use super::plan::{Target, WindowView, World, Write, plan};
 use super::report;
+use crate::k8s::fields::tests::{entry, entry_with};
 use crate::resources::{Protect, Tracking, WindowReport};
 
 const NS: &str = "shop";

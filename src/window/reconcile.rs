@@ -2,7 +2,6 @@
 //! status and Events. Closing, expiry and deletion share the release path: the plan of a
 //! window that is not Active wants nothing, so its writes remove what it added.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,20 +32,20 @@ const WRITE_CONCURRENCY: usize = 16;
 /// Reconciles a window; failures become a Warning Event, a metric and a requeue.
 pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = window.namespace().unwrap_or_default();
-    if !ctx.state.in_scope(&ns) {
+    if !ctx.runtime.in_scope(&ns) {
         return Ok(Action::await_change());
     }
     if !ctx.synced() {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     // Only the Lease holder writes; a follower looks again soon, so a takeover acts at once.
-    if !ctx.state.leader.is_leader() {
+    if !ctx.runtime.leader.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    ctx.state.metrics.window.set_phases(&ctx.phase_counts());
+    ctx.metrics.set_phases(&ctx.phase_counts());
     let result = reconcile_window(&window, &ctx).await;
     if let Err(err) = &result {
-        ctx.state.metrics.window.error(err.category());
+        ctx.metrics.error(err.category());
         warn!(window = %window.name_any(), namespace = %ns, category = err.category(), error = %err, "reconcile failed");
         if !matches!(err, Error::NotSynced) {
             ctx.publish(
@@ -72,7 +71,7 @@ pub fn error_policy(_window: Arc<TestWindow>, err: &Error, _ctx: Arc<Context>) -
 
 async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
     let now = Timestamp::now();
-    let args = &ctx.state.args.window;
+    let args = &ctx.args;
     let timing = timing::decide(window, now, args.max_ttl_signed());
     let has_finalizer = window.finalizers().iter().any(|f| f == FINALIZER);
     let deleting = window.metadata.deletion_timestamp.is_some();
@@ -121,7 +120,7 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
 
     let started = std::time::Instant::now();
     let failure = write_all(ctx, &view, &plan).await;
-    ctx.state.metrics.window.reconciled(plan.writes.len());
+    ctx.metrics.reconciled(plan.writes.len());
     debug!(
         window = %view.name,
         writes = plan.writes.len(),
@@ -134,7 +133,7 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         if let Some(err) = failure {
             return Err(err);
         }
-        ctx.state.metrics.window.set_protected(&view.uid, 0, 0);
+        ctx.metrics.set_protected(&view.uid, 0, 0);
         ctx.forget(window);
         remove_finalizer(window, ctx).await?;
         return Ok(Action::await_change());
@@ -151,12 +150,9 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         now,
     );
     // Leadership may have ended during the writes: a replica without the Lease exports 0.
-    if ctx.state.leader.is_leader() {
-        ctx.state.metrics.window.set_protected(
-            &view.uid,
-            status.protected.pods,
-            status.protected.nodes,
-        );
+    if ctx.runtime.leader.is_leader() {
+        ctx.metrics
+            .set_protected(&view.uid, status.protected.pods, status.protected.nodes);
     }
     let last_written = recorded_end.as_ref().unwrap_or(&previous);
     if status != *last_written {
@@ -300,7 +296,7 @@ fn next_status(
             (false, "Protecting", m)
         }
         phase if plan.complete() && writes_ok => {
-            (false, phase_name(phase), "protection released".to_string())
+            (false, phase.as_str(), "protection released".to_string())
         }
         _ => (
             false,
@@ -358,15 +354,6 @@ fn stamp(t: Timestamp) -> Time {
     Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
 }
 
-fn phase_name(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Pending => "Pending",
-        Phase::Active => "Active",
-        Phase::Expired => "Expired",
-        Phase::Closed => "Closed",
-    }
-}
-
 async fn events(
     window: &TestWindow,
     ctx: &Context,
@@ -386,7 +373,7 @@ async fn events(
     if !previous.is_ready() && status.is_ready() {
         let latency = now.duration_since(timing.opened_at).as_secs_f64();
         if previous.ready_at.is_none() {
-            ctx.state.metrics.window.ready_after(latency);
+            ctx.metrics.ready_after(latency);
         }
         info!(window = %name, pods = plan.pods, nodes = plan.nodes, latency, "window ready");
         let note = status.conditions[0].message.clone();
@@ -409,9 +396,9 @@ async fn events(
         // The same transition as the Event, decided from the stored status: once per window,
         // also across a restart of the operator.
         if let Some((end, seconds)) = super::metrics::ended_window(status) {
-            ctx.state.metrics.window.window_ended(end, seconds);
+            ctx.metrics.window_ended(end, seconds);
         }
-        let reason = phase_name(status.phase);
+        let reason = status.phase.as_str();
         info!(window = %name, phase = reason, "window ended, releasing protection");
         let r = &status.report;
         let note = format!(
@@ -459,16 +446,4 @@ async fn remove_finalizer(window: &TestWindow, ctx: &Context) -> Result<(), Erro
         Err(e) if is_code(&e, 404) => Ok(()),
         other => other.map(drop).map_err(Error::Finalizer),
     }
-}
-
-/// Window counts by phase, for the metric.
-pub fn phase_counts<'a>(
-    windows: impl Iterator<Item = &'a TestWindow>,
-) -> BTreeMap<&'static str, i64> {
-    let mut counts = BTreeMap::new();
-    for w in windows {
-        let phase = w.status.as_ref().map(|s| s.phase).unwrap_or_default();
-        *counts.entry(phase_name(phase)).or_insert(0) += 1;
-    }
-    counts
 }

@@ -19,8 +19,8 @@ use kube::{Api, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::context::Context;
-use super::fields::{holding_window_uids, window_uids};
 use super::plan::{Target, WindowView, Write};
+use crate::k8s::fields::{holding_window_uids, window_uids};
 use crate::resources::TestWindow;
 use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_manager};
 
@@ -103,7 +103,7 @@ pub fn has_ended(window: &TestWindow) -> bool {
 
 /// Runs the sweep once; returns how many leftovers were removed.
 pub async fn sweep(ctx: &Context) -> Result<usize, kube::Error> {
-    let scoped = |ns: Option<&str>| ns.is_some_and(|ns| ctx.state.in_scope(ns));
+    let scoped = |ns: Option<&str>| ns.is_some_and(|ns| ctx.runtime.in_scope(ns));
     let pods: Vec<_> = ctx
         .stores
         .pods
@@ -136,7 +136,7 @@ pub async fn sweep(ctx: &Context) -> Result<usize, kube::Error> {
         .filter(|w| has_ended(w))
         .filter_map(|w| w.metadata.uid.clone())
         .collect();
-    let live: BTreeSet<String> = Api::<TestWindow>::all(ctx.state.client.clone())
+    let live: BTreeSet<String> = Api::<TestWindow>::all(ctx.runtime.client.clone())
         .list_metadata(&ListParams::default())
         .await?
         .items
@@ -152,7 +152,7 @@ pub async fn sweep(ctx: &Context) -> Result<usize, kube::Error> {
     let mut removed = 0;
     for leftover in &leftovers {
         // Only the leader writes: a sweep that outlives the Lease stops.
-        if !ctx.state.leader.is_leader() {
+        if !ctx.runtime.leader.is_leader() {
             debug!("leadership lost during a sweep, stopping it");
             break;
         }
@@ -185,7 +185,7 @@ pub async fn sweep(ctx: &Context) -> Result<usize, kube::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::fields::tests::entry;
+    use crate::k8s::fields::tests::entry;
     use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -258,7 +258,7 @@ mod tests {
         let live = BTreeSet::from(["a".to_string()]);
         // No ownerReference left, but a's manager still holds fields: a wants it.
         let mut held = (*pdb(true, &[])).clone();
-        held.metadata.managed_fields = Some(vec![crate::window::fields::tests::entry_with(
+        held.metadata.managed_fields = Some(vec![crate::k8s::fields::tests::entry_with(
             "disruption-guard/a",
             serde_json::json!({"f:spec": {"f:maxUnavailable": {}}}),
         )]);

@@ -13,8 +13,8 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use super::fields::window_uids;
 use super::selector;
+use crate::k8s::fields::window_uids;
 use crate::resources::names::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 use crate::resources::{PodDigest, TestWindow};
 

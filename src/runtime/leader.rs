@@ -41,7 +41,7 @@ pub struct ElectionConfig {
 
 /// What a replica should do with the Lease it observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub enum LeaseDecision {
     /// Nobody holds it, or the holder let it expire: take it.
     Acquire,
     /// We hold it: renew it.
@@ -51,16 +51,16 @@ pub enum Decision {
 }
 
 /// Decides from the Lease's spec (None when the Lease does not exist yet).
-pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
+pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> LeaseDecision {
     let Some(spec) = spec else {
-        return Decision::Acquire;
+        return LeaseDecision::Acquire;
     };
     let holder = spec.holder_identity.as_deref().unwrap_or("");
     if holder == identity {
-        return Decision::Renew;
+        return LeaseDecision::Renew;
     }
     if holder.is_empty() {
-        return Decision::Acquire;
+        return LeaseDecision::Acquire;
     }
     let renewed = spec
         .renew_time
@@ -70,9 +70,9 @@ pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decis
     let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
     match renewed {
         Some(renewed) if now < renewed + jiff::SignedDuration::from_secs(duration) => {
-            Decision::Follow
+            LeaseDecision::Follow
         }
-        _ => Decision::Acquire,
+        _ => LeaseDecision::Acquire,
     }
 }
 
@@ -206,7 +206,7 @@ impl Elector {
             &self.config.identity,
             now,
         );
-        if decision == Decision::Follow {
+        if decision == LeaseDecision::Follow {
             return Ok(false);
         }
         let previous = current
@@ -217,13 +217,13 @@ impl Elector {
             holder_identity: Some(self.config.identity.clone()),
             lease_duration_seconds: Some(self.config.lease_duration.as_secs() as i32),
             acquire_time: match decision {
-                Decision::Renew => previous.acquire_time.clone(),
+                LeaseDecision::Renew => previous.acquire_time.clone(),
                 _ => Some(MicroTime(now)),
             },
             renew_time: Some(MicroTime(now)),
             lease_transitions: Some(
                 previous.lease_transitions.unwrap_or(0)
-                    + i32::from(decision == Decision::Acquire && current.is_some()),
+                    + i32::from(decision == LeaseDecision::Acquire && current.is_some()),
             ),
             ..previous
         };
@@ -303,14 +303,14 @@ mod tests {
 
     #[test]
     fn a_missing_lease_is_acquired() {
-        assert_eq!(decide(None, "a", at(0)), Decision::Acquire);
+        assert_eq!(decide(None, "a", at(0)), LeaseDecision::Acquire);
     }
 
     #[test]
     fn the_holder_renews_its_own_lease() {
         assert_eq!(
             decide(Some(&lease(Some("a"), at(0), 15)), "a", at(100)),
-            Decision::Renew
+            LeaseDecision::Renew
         );
     }
 
@@ -318,7 +318,7 @@ mod tests {
     fn a_valid_lease_of_another_replica_is_followed() {
         assert_eq!(
             decide(Some(&lease(Some("b"), at(0), 15)), "a", at(14)),
-            Decision::Follow
+            LeaseDecision::Follow
         );
     }
 
@@ -326,7 +326,7 @@ mod tests {
     fn an_expired_lease_of_another_replica_is_taken_over() {
         assert_eq!(
             decide(Some(&lease(Some("b"), at(0), 15)), "a", at(15)),
-            Decision::Acquire
+            LeaseDecision::Acquire
         );
     }
 
@@ -334,7 +334,7 @@ mod tests {
     fn a_released_lease_is_acquired_at_once() {
         assert_eq!(
             decide(Some(&lease(None, at(0), 15)), "a", at(1)),
-            Decision::Acquire
+            LeaseDecision::Acquire
         );
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Every change is handed on cheaply: the window controller receives the stored object (an
 //! `Arc`, no copy) and decides which windows it concerns; the drain watcher receives a
-//! [`Trigger`] naming the node to look at again.
+//! [`NodeTrigger`] naming the node to look at again.
 //!
 //! - pods: [`PodDigest`]s (all phases: a window protects pending pods too) with only the guard's
 //!   managedFields entries;
@@ -21,9 +21,20 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use crate::drain::stores::Trigger;
+use crate::k8s::trim;
 use crate::resources::PodDigest;
-use crate::window::trim;
+
+/// What a change in the caches asks a node-keyed consumer (the drain watcher) to look at again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeTrigger {
+    /// A node was added or changed, or a pod on it.
+    Node(String),
+    /// A node was deleted (its uid).
+    NodeGone(String),
+    /// Something other than a node or pod changed (a ReplicaSet, Deployment, PDB or
+    /// namespace): look at every node of interest again.
+    All,
+}
 
 /// The shared stores.
 #[derive(Clone)]
@@ -59,7 +70,7 @@ impl Caches {
     pub fn start(
         client: &Client,
         scope: Option<&str>,
-        drain: UnboundedSender<Trigger>,
+        drain: UnboundedSender<NodeTrigger>,
     ) -> (Caches, WindowFeed, Tasks) {
         let (pods_tx, pods_rx) = unbounded_channel();
         let (nodes_tx, nodes_rx) = unbounded_channel();
@@ -81,9 +92,9 @@ impl Caches {
             drain.clone(),
             |event| match event {
                 watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
-                    pod.node_name().map(|n| Trigger::Node(n.to_string()))
+                    pod.node_name().map(|n| NodeTrigger::Node(n.to_string()))
                 }
-                watcher::Event::InitDone => Some(Trigger::All),
+                watcher::Event::InitDone => Some(NodeTrigger::All),
                 watcher::Event::Init | watcher::Event::InitApply(_) => None,
             },
         );
@@ -101,10 +112,10 @@ impl Caches {
             drain,
             |event| match event {
                 watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
-                    n.metadata.name.clone().map(Trigger::Node)
+                    n.metadata.name.clone().map(NodeTrigger::Node)
                 }
-                watcher::Event::Delete(n) => n.metadata.uid.clone().map(Trigger::NodeGone),
-                watcher::Event::InitDone => Some(Trigger::All),
+                watcher::Event::Delete(n) => n.metadata.uid.clone().map(NodeTrigger::NodeGone),
+                watcher::Event::InitDone => Some(NodeTrigger::All),
                 watcher::Event::Init => None,
             },
         );
@@ -152,8 +163,8 @@ fn fan_out<K, S>(
     stream: S,
     store: Store<K>,
     window: UnboundedSender<Arc<K>>,
-    drain: UnboundedSender<Trigger>,
-    to_trigger: impl Fn(&watcher::Event<K>) -> Option<Trigger> + Send + 'static,
+    drain: UnboundedSender<NodeTrigger>,
+    to_trigger: impl Fn(&watcher::Event<K>) -> Option<NodeTrigger> + Send + 'static,
 ) -> JoinHandle<()>
 where
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,

@@ -1,0 +1,75 @@
+//! The runtime every component runs on: the client to the API server, the shared caches,
+//! leader status, readiness, shutdown, and the identity the operator writes Events and holds
+//! the Lease under.
+//!
+//! Layering: the runtime depends only on [`crate::resources`] and [`crate::k8s`]; the components
+//! (`window`, `drain`, `api`) depend on it; `operator` wires them together. Nothing here
+//! imports a component or the wiring.
+
+use std::sync::Arc;
+
+use kube::Client;
+use kube::runtime::events::Reporter;
+use tokio_util::sync::CancellationToken;
+
+pub mod caches;
+pub mod client;
+pub mod leader;
+pub mod memory;
+pub mod readiness;
+pub mod shutdown;
+
+pub use caches::{Caches, NodeTrigger};
+pub use leader::Leadership;
+pub use readiness::Readiness;
+
+/// What every component shares; cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    /// Client for the cluster the operator runs against (one connection, see [`client`]).
+    pub client: Client,
+    /// The namespaces the operator acts in (`--namespaces`); every namespace when empty.
+    pub namespaces: Arc<[String]>,
+    /// Whether this replica may write (leader election).
+    pub leader: Leadership,
+    /// Readiness: true once every watch has synced.
+    pub ready: Arc<Readiness>,
+    /// Cancelled when the process is asked to stop.
+    pub shutdown: CancellationToken,
+    /// This replica's name: the Lease holder's identity and the Events' reporting instance.
+    pub identity: Arc<str>,
+}
+
+impl Runtime {
+    /// The one namespace namespaced watches are limited to, when `--namespaces` names exactly
+    /// one; otherwise they watch every namespace and decisions filter with [`Self::in_scope`].
+    pub fn watch_scope(&self) -> Option<&str> {
+        match &*self.namespaces {
+            [only] => Some(only.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Whether the operator acts in `namespace` (the `--namespaces` scope).
+    pub fn in_scope(&self, namespace: &str) -> bool {
+        self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)
+    }
+
+    /// Who the operator's Events name as their reporter.
+    pub fn reporter(&self) -> Reporter {
+        Reporter {
+            controller: crate::resources::names::FIELD_MANAGER.into(),
+            instance: Some(self.identity.to_string()),
+        }
+    }
+}
+
+/// The identity of a replica not told its name (`--leader-election-identity`, the pod name in
+/// the chart): the host name, else a name made from the process id.
+pub fn host_identity() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| format!("disruption-guard-{}", std::process::id()))
+}

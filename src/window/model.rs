@@ -1,0 +1,252 @@
+//! The planner's vocabulary: what a plan reads (the [`World`] of a namespace, the window as
+//! [`WindowView`], the [`Workload`] a pod belongs to) and what it decides (a [`Plan`] of
+//! [`Write`]s). Shared by [`super::plan`] and [`super::pdbs`]; pure data and lookups.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::api::DynamicObject;
+
+use super::selector;
+use crate::resources::names::window_field_manager;
+use crate::resources::{PodDigest, Protect, TestWindow};
+
+/// The objects a plan is computed from; pods, workloads and PDBs of the window's namespace.
+#[derive(Default, Clone)]
+pub struct World {
+    pub pods: Vec<Arc<PodDigest>>,
+    pub replica_sets: Vec<Arc<ReplicaSet>>,
+    pub deployments: Vec<Arc<Deployment>>,
+    pub stateful_sets: Vec<Arc<StatefulSet>>,
+    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
+    pub nodes: Vec<Arc<Node>>,
+    /// `None` when Karpenter's NodeClaim CRD is not installed.
+    pub node_claims: Option<Vec<Arc<DynamicObject>>>,
+}
+
+/// The window as the planner needs it.
+#[derive(Debug, Clone)]
+pub struct WindowView {
+    pub uid: String,
+    pub name: String,
+    pub namespace: String,
+    pub selector: LabelSelector,
+    pub protect: Protect,
+    /// Whether the window is Active (otherwise it wants nothing).
+    pub active: bool,
+    pub expires_at: Timestamp,
+}
+
+impl WindowView {
+    /// The view of `window` with its decided activity and expiry.
+    pub fn of(window: &TestWindow, active: bool, expires_at: Timestamp) -> Self {
+        Self {
+            uid: window.metadata.uid.clone().unwrap_or_default(),
+            name: window.metadata.name.clone().unwrap_or_default(),
+            namespace: window.metadata.namespace.clone().unwrap_or_default(),
+            selector: window.spec.selector.clone(),
+            protect: window.spec.protect.clone(),
+            active,
+            expires_at,
+        }
+    }
+
+    /// The window's field manager, `disruption-guard/<uid>`.
+    pub fn manager(&self) -> String {
+        window_field_manager(&self.uid)
+    }
+}
+
+/// A kind of object whose annotations a window manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Target {
+    Pod,
+    Node,
+    NodeClaim,
+}
+
+/// A protected workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub kind: &'static str,
+    pub name: String,
+    pub selector: LabelSelector,
+}
+
+impl Workload {
+    /// Name of the guard's PDB for this workload: `<name>-dg` for a Deployment, with the kind
+    /// in it for the other kinds so that a StatefulSet and a Deployment of one name differ.
+    pub fn pdb_name(&self) -> String {
+        let name = match self.kind {
+            "Deployment" => format!("{}-dg", self.name),
+            other => format!("{}-{}-dg", self.name, other.to_ascii_lowercase()),
+        };
+        name.chars().take(253).collect()
+    }
+
+    /// Value of the workload label on its PDB (label values are at most 63 characters).
+    pub fn label_value(&self) -> Option<String> {
+        let v = format!("{}-{}", self.kind.to_ascii_lowercase(), self.name);
+        (v.len() <= 63).then_some(v)
+    }
+}
+
+/// One write to make.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Apply exactly these annotations with the window's manager (empty = release).
+    Annotate {
+        target: Target,
+        name: String,
+        uid: String,
+        annotations: BTreeMap<String, String>,
+    },
+    /// Apply the window's PDB for a workload (creates it or adds the window as an owner).
+    ApplyPdb { name: String, workload: Workload },
+    /// Drop the window's claim on a PDB whose fields another window's manager still holds:
+    /// an empty apply with the window's manager, refused (409) unless the PDB is still at
+    /// `resource_version`, so a release never strips a PDB that changed since it was read.
+    ReleasePdb {
+        name: String,
+        uid: String,
+        resource_version: String,
+    },
+    /// Delete a PDB no other window's manager holds fields of (UID and resourceVersion
+    /// preconditions).
+    DeletePdb {
+        name: String,
+        uid: String,
+        resource_version: String,
+    },
+}
+
+/// The outcome of planning one window.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    pub writes: Vec<Write>,
+    pub workloads: u32,
+    pub pods: u32,
+    pub nodes: u32,
+    /// PDBs the window relies on (its own and reused ones).
+    pub pdbs: Vec<String>,
+    /// PDBs that existed before and cover the window's pods: none is created for those.
+    pub reused_pdbs: Vec<String>,
+    /// Why protection is not yet complete although no write is pending.
+    pub waiting: Vec<String>,
+    /// Annotations somebody else set to another value: left alone (`kind/name key=value`).
+    pub foreign_values: Vec<String>,
+}
+
+impl Plan {
+    /// Every piece of protection written and observed.
+    pub fn complete(&self) -> bool {
+        self.writes.is_empty() && self.waiting.is_empty()
+    }
+}
+
+/// Whether a pod still runs (or will): not finished and not being deleted.
+pub fn is_live(pod: &PodDigest) -> bool {
+    let phase = pod.status.phase.as_deref();
+    pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// An object's labels, borrowed (no labels read as an empty map).
+pub fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    meta.labels.as_ref().unwrap_or(&EMPTY)
+}
+
+/// The pods of the namespace the window selects and protects.
+pub fn selected_pods<'a>(
+    window: &WindowView,
+    pods: &'a [Arc<PodDigest>],
+) -> Vec<&'a Arc<PodDigest>> {
+    pods.iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(window.namespace.as_str()))
+        .filter(|p| is_live(p) && selector::matches(&window.selector, labels(&p.metadata)))
+        .collect()
+}
+
+/// The workload a pod belongs to, `Ok(None)` for pods no PDB can cover (bare pods, Jobs,
+/// DaemonSets), `Err` when its owner is not yet known.
+pub fn workload_of(pod: &PodDigest, world: &World) -> Result<Option<Workload>, String> {
+    let Some(owner) = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+    else {
+        return Ok(None);
+    };
+    let by_name = |name: &str, meta: &ObjectMeta| meta.name.as_deref() == Some(name);
+    match owner.kind.as_str() {
+        "StatefulSet" => {
+            let sts = world
+                .stateful_sets
+                .iter()
+                .find(|s| by_name(&owner.name, &s.metadata))
+                .ok_or_else(|| format!("StatefulSet {} not seen yet", owner.name))?;
+            let selector = sts
+                .spec
+                .as_ref()
+                .map(|s| s.selector.clone())
+                .unwrap_or_default();
+            Ok(Some(Workload {
+                kind: "StatefulSet",
+                name: owner.name.clone(),
+                selector,
+            }))
+        }
+        "ReplicaSet" => {
+            let rs = world
+                .replica_sets
+                .iter()
+                .find(|r| by_name(&owner.name, &r.metadata))
+                .ok_or_else(|| format!("ReplicaSet {} not seen yet", owner.name))?;
+            let deployment = rs
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && o.kind == "Deployment");
+            match deployment {
+                Some(d) => {
+                    let dep = world
+                        .deployments
+                        .iter()
+                        .find(|x| by_name(&d.name, &x.metadata))
+                        .ok_or_else(|| format!("Deployment {} not seen yet", d.name))?;
+                    let selector = dep
+                        .spec
+                        .as_ref()
+                        .map(|s| s.selector.clone())
+                        .unwrap_or_default();
+                    Ok(Some(Workload {
+                        kind: "Deployment",
+                        name: d.name.clone(),
+                        selector,
+                    }))
+                }
+                None => {
+                    let selector = rs
+                        .spec
+                        .as_ref()
+                        .map(|s| s.selector.clone())
+                        .unwrap_or_default();
+                    Ok(Some(Workload {
+                        kind: "ReplicaSet",
+                        name: owner.name.clone(),
+                        selector,
+                    }))
+                }
+            }
+        }
+        _ => Ok(None),
+    }
+}
