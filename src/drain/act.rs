@@ -16,7 +16,7 @@ use serde_json::json;
 use tracing::{debug, warn};
 
 use super::ROLLED_OUT_FOR_NODE;
-use super::decide::{self, Decision, Facts, Plan, SkipReason, controller_of};
+use super::decide::{self, Decision, Facts, RolloutPlan, SkipReason, controller_of};
 use super::error::Error;
 use super::signals::{self, Raised, Signal};
 use crate::resources::names::{FIELD_MANAGER, RESTARTED_AT};
@@ -53,10 +53,9 @@ impl Actor {
     /// replica may not act.
     pub async fn act(
         &self,
-        plan: &Plan,
+        plan: &RolloutPlan,
         enabled: &[Signal],
         max_replicas: i32,
-        rolled_out_before: bool,
     ) -> Result<Option<Decision>, Error> {
         if !self.may_act() {
             return Ok(None);
@@ -65,10 +64,7 @@ impl Actor {
         // read and decide again a few times before leaving it to the next pass.
         let mut attempt = 1;
         loop {
-            match self
-                .attempt(plan, enabled, max_replicas, rolled_out_before)
-                .await
-            {
+            match self.attempt(plan, enabled, max_replicas).await {
                 Err(Error::Conflict(_)) if attempt < CONFLICT_ATTEMPTS => attempt += 1,
                 other => return other.map(Some),
             }
@@ -77,15 +73,12 @@ impl Actor {
 
     async fn attempt(
         &self,
-        plan: &Plan,
+        plan: &RolloutPlan,
         enabled: &[Signal],
         max_replicas: i32,
-        rolled_out_before: bool,
     ) -> Result<Decision, Error> {
         let started = std::time::Instant::now();
-        let fresh = self
-            .recheck(plan, enabled, max_replicas, rolled_out_before)
-            .await?;
+        let fresh = self.recheck(plan, enabled, max_replicas).await?;
         let rechecked = started.elapsed();
         match fresh {
             Some((Decision::RollOut(fresh), deployment)) => {
@@ -111,10 +104,9 @@ impl Actor {
     /// when the node, pod or owner chain moved on.
     async fn recheck(
         &self,
-        plan: &Plan,
+        plan: &RolloutPlan,
         enabled: &[Signal],
         max_replicas: i32,
-        rolled_out_before: bool,
     ) -> Result<Option<(Decision, Deployment)>, Error> {
         let read = |what| move |source| Error::Recheck { what, source };
         let ns = plan.namespace.as_str();
@@ -195,7 +187,8 @@ impl Actor {
             pod: &pod,
             owner: decide::owner(&pod, Some(&rs.metadata), Some(&deployment)),
             pdbs: &pdbs,
-            rolled_out_before,
+            // Fresh reads: the Deployment's own marker says whether it was rolled out.
+            rolled_out_before: false,
             max_replicas,
         });
         Ok(Some((decision, deployment)))
@@ -203,7 +196,7 @@ impl Actor {
 
     /// The `kubectl rollout restart` patch plus the node marker, as one server-side apply
     /// guarded by the resourceVersion that was re-checked.
-    async fn patch(&self, plan: &Plan, deployment: &Deployment) -> Result<(), Error> {
+    async fn patch(&self, plan: &RolloutPlan, deployment: &Deployment) -> Result<(), Error> {
         let previous = deployment
             .spec
             .as_ref()
@@ -237,7 +230,7 @@ impl Actor {
     }
 
     /// Events on the Deployment and the node after a rollout.
-    pub async fn report_rollout(&self, plan: &Plan, raised: &Raised) {
+    pub async fn report_rollout(&self, plan: &RolloutPlan, raised: &Raised) {
         let deployment = ObjectReference {
             api_version: Some("apps/v1".into()),
             kind: Some("Deployment".into()),

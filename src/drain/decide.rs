@@ -128,7 +128,7 @@ impl SkipReason {
 
 /// A rollout to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub struct RolloutPlan {
     /// Namespace of the Deployment and the pod.
     pub namespace: String,
     /// Deployment name.
@@ -158,7 +158,7 @@ pub enum Decision {
         subject: ObjectReference,
     },
     /// Roll the Deployment out.
-    RollOut(Plan),
+    RollOut(RolloutPlan),
 }
 
 /// Decides what to do about one pod on a disrupted node.
@@ -233,7 +233,7 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
     if rollout_in_progress(deployment, replicas) {
         return skip(SkipReason::RolloutInProgress, subject);
     }
-    Decision::RollOut(Plan {
+    Decision::RollOut(RolloutPlan {
         namespace: deployment.metadata.namespace.clone().unwrap_or_default(),
         deployment: deployment.metadata.name.clone().unwrap_or_default(),
         deployment_uid: deployment.metadata.uid.clone().unwrap_or_default(),

@@ -93,7 +93,7 @@ fn a_lone_pod_under_a_blocking_pdb_with_default_strategy_is_rolled_out() {
     let decision = decide_with(&d, &[&blocking()]);
     assert_eq!(
         decision,
-        Decision::RollOut(Plan {
+        Decision::RollOut(RolloutPlan {
             namespace: "ns".into(),
             deployment: "web".into(),
             deployment_uid: "deploy-uid".into(),

@@ -46,11 +46,6 @@ impl Ledger {
         self.outcomes.retain(|(_, node), _| node != node_uid);
     }
 
-    /// Number of entries (for tests and logs).
-    pub fn len(&self) -> usize {
-        self.outcomes.len()
-    }
-
     /// Whether nothing is recorded.
     pub fn is_empty(&self) -> bool {
         self.outcomes.is_empty()

@@ -74,10 +74,9 @@ pub async fn run(
     rx: UnboundedReceiver<NodeTrigger>,
 ) -> anyhow::Result<()> {
     runtime.ready.register(READY_GATE);
-    let (stores, tasks) = stores::Stores::start(
+    let (stores, task) = stores::DrainStores::start(
         &runtime.client,
         &caches,
-        runtime.watch_scope(),
         args.drain_namespace_selector.as_deref(),
         &tx,
     );
@@ -100,7 +99,7 @@ pub async fn run(
         anyhow::Ok(())
     }
     .await;
-    for task in tasks {
+    if let Some(task) = task {
         task.abort();
     }
     result

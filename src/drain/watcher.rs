@@ -13,10 +13,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{debug, info, warn};
 
 use super::act::Actor;
-use super::decide::{self, Decision, Facts, NodeRef, Plan, controller_of};
+use super::decide::{self, Decision, Facts, NodeRef, RolloutPlan, controller_of};
 use super::ledger::Ledger;
 use super::signals::{self, Raised};
-use super::stores::Stores;
+use super::stores::DrainStores;
 use super::{DrainArgs, DrainMetrics};
 use crate::runtime::{NodeTrigger, Runtime};
 
@@ -25,7 +25,7 @@ pub struct Watcher {
     pub runtime: Runtime,
     pub args: DrainArgs,
     pub metrics: Arc<DrainMetrics>,
-    pub stores: Stores,
+    pub stores: DrainStores,
     pub actor: Actor,
     ledger: Ledger,
     /// When the watcher first saw each node's current disruption (by node uid).
@@ -38,7 +38,7 @@ impl Watcher {
         runtime: Runtime,
         args: DrainArgs,
         metrics: Arc<DrainMetrics>,
-        stores: Stores,
+        stores: DrainStores,
     ) -> Self {
         let actor = Actor::new(&runtime);
         Self {
@@ -150,14 +150,14 @@ impl Watcher {
     }
 
     /// The only step that writes: re-check, patch, record, report.
-    async fn act(&mut self, plan: &Plan, raised: &Raised, since: Timestamp) {
+    async fn act(&mut self, plan: &RolloutPlan, raised: &Raised, since: Timestamp) {
         let drain = &self.args;
         let metrics = &self.metrics;
         // The stores decided to roll out, so this process's record does not stand in the way;
         // the fresh re-check reads the Deployment's marker.
         match self
             .actor
-            .act(plan, &drain.signals, drain.max_replicas, false)
+            .act(plan, &drain.signals, drain.max_replicas)
             .await
         {
             Ok(None) => {}

@@ -11,10 +11,12 @@
 //! | Pod (a `PodDigest`) | `spec.nodeName`; `status.phase`, `status.startTime`, the `DisruptionTarget` condition, container restart counts |
 //! | Node | `spec.taints`, `spec.unschedulable` (no status) |
 //! | ReplicaSet, StatefulSet | `spec.selector`, `spec.replicas` (no template, no status) |
-//! | Deployment | `spec.selector`, the template's `restartedAt` annotation (no status) |
+//! | Deployment | `spec.selector`, `replicas`, `strategy`, `paused`, the template's `restartedAt` annotation; `status.observedGeneration`, `replicas`, `updatedReplicas` |
+//! | PodDisruptionBudget | everything but other managers' managedFields entries |
 
 use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec,
+    Deployment, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec, StatefulSet,
+    StatefulSetSpec,
 };
 use std::collections::BTreeMap;
 
@@ -63,11 +65,20 @@ pub fn stateful_set(sts: &mut StatefulSet) {
     }
 }
 
-/// Keeps a Deployment's selector, its template's `restartedAt` annotation (a rollout the
-/// report tells from a disruption) and the guard's own managedFields entries.
+/// Keeps what the window controller and the drain watcher read of a Deployment: its metadata
+/// (the guard's own managedFields entries only), the selector, replicas, strategy and pause
+/// (a rollout decision), the template's `restartedAt` annotation (a rollout the report tells
+/// from a disruption), and of the status only what says whether a rollout is under way.
 pub fn deployment(d: &mut Deployment) {
     keep_own_entries(&mut d.metadata);
-    d.status = None;
+    if let Some(status) = d.status.as_mut() {
+        *status = DeploymentStatus {
+            observed_generation: status.observed_generation,
+            replicas: status.replicas,
+            updated_replicas: status.updated_replicas,
+            ..DeploymentStatus::default()
+        };
+    }
     if let Some(spec) = d.spec.as_mut() {
         let restarted_at = spec
             .template
@@ -77,6 +88,9 @@ pub fn deployment(d: &mut Deployment) {
             .and_then(|a| a.remove(RESTARTED_AT));
         *spec = DeploymentSpec {
             selector: std::mem::take(&mut spec.selector),
+            replicas: spec.replicas,
+            strategy: spec.strategy.take(),
+            paused: spec.paused,
             template: PodTemplateSpec {
                 metadata: restarted_at.map(|at| ObjectMeta {
                     annotations: Some(BTreeMap::from([(RESTARTED_AT.to_string(), at)])),
@@ -116,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn trimmed_workloads_keep_selector_and_replicas() {
+    fn trimmed_workloads_keep_what_plans_and_rollout_decisions_read() {
         let mut rs: ReplicaSet = serde_json::from_value(json!({
             "metadata": {"name": "api-1"},
             "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "api"}},
@@ -132,11 +146,13 @@ mod tests {
 
         let mut d: Deployment = serde_json::from_value(json!({
             "metadata": {"name": "api"},
-            "spec": {"selector": {"matchLabels": {"app": "api"}},
+            "spec": {"selector": {"matchLabels": {"app": "api"}}, "replicas": 1, "paused": true,
+                     "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
                      "template": {"metadata": {"labels": {"app": "api"},
                                                "annotations": {RESTARTED_AT: "2026-01-01T00:00:00Z", "x": "y"}},
                                   "spec": {"containers": [{"name": "app"}]}}},
-            "status": {"replicas": 1}
+            "status": {"replicas": 1, "updatedReplicas": 1, "observedGeneration": 3,
+                       "conditions": [{"type": "Available", "status": "True"}]}
         }))
         .unwrap();
         deployment(&mut d);
@@ -152,6 +168,18 @@ mod tests {
             .unwrap();
         assert_eq!(annotations.len(), 1);
         assert_eq!(annotations[RESTARTED_AT], "2026-01-01T00:00:00Z");
-        assert!(spec.template.spec.is_none() && d.status.is_none());
+        assert!(spec.template.spec.is_none());
+        assert_eq!((spec.replicas, spec.paused), (Some(1), Some(true)));
+        assert!(spec.strategy.as_ref().unwrap().rolling_update.is_some());
+        let status = d.status.as_ref().unwrap();
+        assert_eq!(
+            (
+                status.replicas,
+                status.updated_replicas,
+                status.observed_generation
+            ),
+            (Some(1), Some(1), Some(3))
+        );
+        assert!(status.conditions.is_none());
     }
 }

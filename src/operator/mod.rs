@@ -17,7 +17,7 @@ pub mod metrics;
 
 pub use metrics::Metrics;
 
-use crate::runtime::{Caches, Leadership, Readiness, Runtime, client, leader, shutdown};
+use crate::runtime::{Caches, Leadership, Readiness, Runtime, connection, leader, shutdown};
 
 /// Flags of `disruption-guard operator`; each has a `DISRUPTION_GUARD_*` environment twin.
 #[derive(Debug, Clone, Args)]
@@ -88,8 +88,9 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
         .await
         .context("reading the Kubernetes configuration (in-cluster or KUBECONFIG)")?;
-    let client = client::build(config, args.http2).context("setting up the Kubernetes client")?;
-    let protocol = client::protocol(&client)
+    let client =
+        connection::build(config, args.http2).context("setting up the Kubernetes client")?;
+    let protocol = connection::protocol(&client)
         .await
         .context("connecting to Kubernetes (in-cluster config or KUBECONFIG)")?;
     info!(?protocol, "connected to the API server");
@@ -132,14 +133,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
 
     let election = async {
         match elector {
-            Some(elector) => {
-                // A replica without the Lease exports no stale window gauges.
-                let window_metrics = metrics.window.clone();
-                elector
-                    .on_follow(move || window_metrics.clear_gauges())
-                    .run(runtime.shutdown.clone())
-                    .await
-            }
+            Some(elector) => elector.run(runtime.shutdown.clone()).await,
             None => Ok(()),
         }
     };

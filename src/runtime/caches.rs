@@ -1,26 +1,39 @@
-//! The caches the window controller and the drain watcher share: one watch of pods and one of
-//! nodes, the two largest collections in a cluster, each held once in a reflector store.
+//! The operator's caches: one watch of each kind both components read — pods, nodes,
+//! ReplicaSets, Deployments and PodDisruptionBudgets — each held once in a reflector store,
+//! trimmed to what their readers use ([`crate::k8s::trim`]).
 //!
-//! Every change is handed on cheaply: the window controller receives the stored object (an
-//! `Arc`, no copy) and decides which windows it concerns; the drain watcher receives a
-//! [`NodeTrigger`] naming the node to look at again.
+//! Every change is handed on cheaply: a [`ChangeFeed`] carries the stored pods and nodes (an
+//! `Arc`, no copy) and every PDB event to the window controller, which decides which windows
+//! they concern; the drain watcher receives a [`NodeTrigger`] naming the node to look at again
+//! (or all of them, when a workload or PDB changed).
 //!
 //! - pods: [`PodDigest`]s (all phases: a window protects pending pods too) with only the guard's
 //!   managedFields entries;
-//! - nodes: trimmed to their metadata and disruption marks ([`trim::node`]).
+//! - nodes: their metadata and disruption marks ([`trim::node`]);
+//! - ReplicaSets: metadata, selector and replicas ([`trim::replica_set`]);
+//! - Deployments: metadata, what a rollout decision reads and the template's `restartedAt`
+//!   ([`trim::deployment`]);
+//! - PDBs: whole, with only the guard's managedFields entries.
+//!
+//! `scope` limits the namespaced watches to one namespace (`--namespaces` naming exactly one).
 
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+use crate::k8s::fields::keep_own_entries;
 use crate::k8s::trim;
 use crate::resources::PodDigest;
 
@@ -41,16 +54,21 @@ pub enum NodeTrigger {
 pub struct Caches {
     pub pods: Store<PodDigest>,
     pub nodes: Store<Node>,
-    /// Resolves (true) once both stores hold their initial lists. Wait on this, not on the
+    pub replica_sets: Store<ReplicaSet>,
+    pub deployments: Store<Deployment>,
+    pub pdbs: Store<PodDisruptionBudget>,
+    /// Resolves (true) once every store holds its initial list. Wait on this, not on the
     /// stores: a store's own readiness wakes only one waiting task.
     ready: Shared<BoxFuture<'static, bool>>,
 }
 
-/// What the window controller receives: every pod and node that changed (applied, deleted, or
-/// changed while a re-list was under way), as stored.
-pub struct WindowFeed {
+/// What changed, for a consumer that maps objects to what they concern (the window
+/// controller): every pod and node that changed (applied, deleted, or changed while a re-list
+/// was under way), as stored, and every PDB watch event.
+pub struct ChangeFeed {
     pub pods: UnboundedReceiver<Arc<PodDigest>>,
     pub nodes: UnboundedReceiver<Arc<Node>>,
+    pub pdbs: UnboundedReceiver<watcher::Event<PodDisruptionBudget>>,
 }
 
 /// The watches' tasks; they run until aborted.
@@ -65,22 +83,19 @@ impl Drop for Tasks {
 }
 
 impl Caches {
-    /// Starts both watches. `scope` limits the pod watch to one namespace; the drain watcher's
-    /// triggers go to `drain`.
+    /// Starts every watch. `scope` limits the namespaced ones to one namespace; the drain
+    /// watcher's triggers go to `drain`.
     pub fn start(
         client: &Client,
         scope: Option<&str>,
         drain: UnboundedSender<NodeTrigger>,
-    ) -> (Caches, WindowFeed, Tasks) {
+    ) -> (Caches, ChangeFeed, Tasks) {
         let (pods_tx, pods_rx) = unbounded_channel();
         let (nodes_tx, nodes_rx) = unbounded_channel();
+        let (pdbs_tx, pdbs_rx) = unbounded_channel();
 
-        let pod_api: Api<PodDigest> = match scope {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        };
         let (pods, writer) = reflector::store();
-        let stream = watcher(pod_api, list_in_small_pages())
+        let stream = watcher(scoped::<PodDigest>(client, scope), list_in_small_pages())
             .default_backoff()
             .modify(PodDigest::trim)
             .reflect(writer);
@@ -109,7 +124,7 @@ impl Caches {
             stream,
             nodes.clone(),
             nodes_tx,
-            drain,
+            drain.clone(),
             |event| match event {
                 watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
                     n.metadata.name.clone().map(NodeTrigger::Node)
@@ -120,31 +135,134 @@ impl Caches {
             },
         );
 
-        let feed = WindowFeed {
+        let (replica_sets, rs_task) = watch_workloads(
+            "replicasets",
+            client,
+            scope,
+            trim::replica_set,
+            &drain,
+            |_| {},
+        );
+        let (deployments, dep_task) = watch_workloads(
+            "deployments",
+            client,
+            scope,
+            trim::deployment,
+            &drain,
+            |_| {},
+        );
+        let (pdbs, pdb_task) = watch_workloads(
+            "poddisruptionbudgets",
+            client,
+            scope,
+            |p: &mut PodDisruptionBudget| keep_own_entries(&mut p.metadata),
+            &drain,
+            move |event| {
+                // A closed receiver means its consumer stopped (shutdown): nothing to do.
+                let _ = pdbs_tx.send(event.clone());
+            },
+        );
+
+        let feed = ChangeFeed {
             pods: pods_rx,
             nodes: nodes_rx,
+            pdbs: pdbs_rx,
         };
         let ready = {
             let (pods, nodes) = (pods.clone(), nodes.clone());
+            let (rs, deps, pdbs) = (replica_sets.clone(), deployments.clone(), pdbs.clone());
             async move {
-                pods.wait_until_ready().await.is_ok() && nodes.wait_until_ready().await.is_ok()
+                futures::try_join!(
+                    pods.wait_until_ready(),
+                    nodes.wait_until_ready(),
+                    rs.wait_until_ready(),
+                    deps.wait_until_ready(),
+                    pdbs.wait_until_ready(),
+                )
+                .is_ok()
             }
             .boxed()
             .shared()
         };
-        let caches = Caches { pods, nodes, ready };
-        (caches, feed, Tasks(vec![pod_task, node_task]))
+        let caches = Caches {
+            pods,
+            nodes,
+            replica_sets,
+            deployments,
+            pdbs,
+            ready,
+        };
+        let tasks = vec![pod_task, node_task, rs_task, dep_task, pdb_task];
+        (caches, feed, Tasks(tasks))
     }
 
-    /// Waits until both stores hold their initial lists; false if a watch stopped first.
+    /// Waits until every store holds its initial list; false if a watch stopped first.
     pub async fn wait_until_ready(&self) -> bool {
         self.ready.clone().await
     }
 
-    /// Whether both stores hold their initial lists, without waiting.
+    /// Whether every store holds its initial list, without waiting.
     pub fn is_ready(&self) -> bool {
         self.ready.peek() == Some(&true)
     }
+}
+
+/// An Api over `scope`: one namespace, or every namespace.
+fn scoped<K>(client: &Client, scope: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    match scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Watches a namespaced kind into a store (trimmed by `trim`): every change asks the drain
+/// watcher to look at every node again, and is shown to `on_event`.
+fn watch_workloads<K>(
+    name: &'static str,
+    client: &Client,
+    scope: Option<&str>,
+    trim: fn(&mut K),
+    drain: &UnboundedSender<NodeTrigger>,
+    mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(scoped::<K>(client, scope), watcher::Config::default())
+        .default_backoff()
+        .modify(trim)
+        .reflect(writer);
+    let drain = drain.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    warn!(watch = name, %error, "watch failed; retrying");
+                    continue;
+                }
+            };
+            if matches!(
+                event,
+                watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
+            ) {
+                let _ = drain.send(NodeTrigger::All);
+            }
+            on_event(&event);
+        }
+    });
+    (store, task)
 }
 
 /// Objects per page of the initial list (the default is 500). A page is parsed whole before its

@@ -5,10 +5,6 @@
 //! optimistic concurrency (`replace` with the observed `resourceVersion`), so two replicas can
 //! never both believe they hold it. A holder that cannot renew stops acting as soon as its own
 //! view of the Lease expires, before any other replica may take it over.
-//!
-//! The hook set with [`Elector::on_follow`] runs at the instant this replica's leadership ends
-//! (its local deadline, not the next round) and after every round it does not hold the Lease:
-//! the operator clears its window gauges there, so only the holder exports them.
 
 use std::time::Duration;
 
@@ -113,7 +109,6 @@ pub struct Elector {
     api: Api<Lease>,
     config: ElectionConfig,
     tx: watch::Sender<Instant>,
-    on_follow: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Elector {
@@ -121,21 +116,8 @@ impl Elector {
     pub fn new(client: Client, config: ElectionConfig) -> (Self, Leadership) {
         let (tx, rx) = watch::channel(Instant::now());
         let api = Api::namespaced(client, &config.namespace);
-        let elector = Self {
-            api,
-            config,
-            tx,
-            on_follow: Box::new(|| {}),
-        };
+        let elector = Self { api, config, tx };
         (elector, Leadership::Elected(rx))
-    }
-
-    /// Sets what runs while this replica does not hold the Lease: when its leadership ends
-    /// and after every round in which it follows (so a write that was under way when
-    /// leadership ended is undone within one retry period). It must be cheap and idempotent.
-    pub fn on_follow(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
-        self.on_follow = Box::new(hook);
-        self
     }
 
     /// Whether this replica holds the Lease at `now` by its own deadline.
@@ -169,9 +151,6 @@ impl Elector {
                     warn!(error = %err, lease = %self.config.name, "leader election round failed")
                 }
             }
-            if !self.holds(Instant::now()) {
-                (self.on_follow)();
-            }
             let wake = Instant::now() + self.config.retry_period;
             let deadline = *self.tx.borrow();
             tokio::select! {
@@ -181,7 +160,6 @@ impl Elector {
                 // ends then, and so does what this replica exports as the leader.
                 _ = tokio::time::sleep_until(deadline), if deadline < wake && self.holds(Instant::now()) => {
                     warn!(lease = %self.config.name, "leadership ran out without a renewal");
-                    (self.on_follow)();
                     tokio::select! {
                         _ = shutdown.cancelled() => break,
                         _ = tokio::time::sleep_until(wake) => {}
@@ -190,7 +168,6 @@ impl Elector {
             }
         }
         self.tx.send_replace(Instant::now());
-        (self.on_follow)();
         if leading {
             self.release().await;
         }

@@ -13,7 +13,7 @@ use kube::runtime::events::Reporter;
 use tokio_util::sync::CancellationToken;
 
 pub mod caches;
-pub mod client;
+pub mod connection;
 pub mod leader;
 pub mod memory;
 pub mod readiness;
@@ -26,7 +26,7 @@ pub use readiness::Readiness;
 /// What every component shares; cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
-    /// Client for the cluster the operator runs against (one connection, see [`client`]).
+    /// Client for the cluster the operator runs against (one connection, see [`connection`]).
     pub client: Client,
     /// The namespaces the operator acts in (`--namespaces`); every namespace when empty.
     pub namespaces: Arc<[String]>,

@@ -21,7 +21,7 @@ use tracing::debug;
 
 use super::error::{Error, is_code};
 use super::pdbs::let_go;
-use super::plan::{Target, WindowView, Write};
+use super::plan::{Target, WindowFacts, Write};
 use crate::k8s::fields::holds_label;
 use crate::resources::names::{
     FIELD_MANAGER, MANAGED_BY_KEY, MANAGED_BY_VALUE, WORKLOAD_LABEL, window_field_manager,
@@ -61,7 +61,7 @@ impl Writer {
     /// Makes one write for `window`, with `manager` (normally the window's field manager).
     pub async fn write(
         &self,
-        window: &WindowView,
+        window: &WindowFacts,
         manager: &str,
         write: &Write,
     ) -> Result<(), Error> {
@@ -173,7 +173,7 @@ impl Writer {
     /// The sweep (no window) does not decide again: its next run does.
     async fn let_go_pdb(
         &self,
-        window: &WindowView,
+        window: &WindowFacts,
         params: &PatchParams,
         name: &str,
         mut write: Write,
@@ -205,7 +205,7 @@ impl Writer {
     /// and resourceVersion preconditions) of a PDB; a PDB that is gone needs neither.
     async fn let_go_once(
         &self,
-        window: &WindowView,
+        window: &WindowFacts,
         params: &PatchParams,
         write: &Write,
     ) -> Result<(), kube::Error> {
@@ -251,14 +251,14 @@ impl Writer {
         }
     }
 
-    fn pdbs(&self, window: &WindowView) -> Api<PodDisruptionBudget> {
+    fn pdbs(&self, window: &WindowFacts) -> Api<PodDisruptionBudget> {
         Api::namespaced(self.client.clone(), &window.namespace)
     }
 }
 
 /// The owner reference from a guard PDB to a window; garbage collection deletes the PDB once
 /// every owning window is gone.
-pub fn owner_reference(window: &WindowView) -> Value {
+pub fn owner_reference(window: &WindowFacts) -> Value {
     json!({
         "apiVersion": "disruption-guard.io/v1alpha1",
         "kind": "TestWindow",
@@ -268,6 +268,6 @@ pub fn owner_reference(window: &WindowView) -> Value {
 }
 
 /// The field manager of a window's writes.
-pub fn manager_of(window: &WindowView) -> String {
+pub fn manager_of(window: &WindowFacts) -> String {
     window_field_manager(&window.uid)
 }

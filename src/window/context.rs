@@ -1,7 +1,7 @@
 //! What every reconcile shares: the caches (reflector stores) the plan is computed from, the
 //! writer, the Event recorder and the operator's [`State`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -22,7 +22,7 @@ use crate::runtime::Runtime;
 
 /// Reflector stores of everything the planner reads.
 #[derive(Clone)]
-pub struct Stores {
+pub struct WindowStores {
     pub windows: Store<TestWindow>,
     pub pods: Store<PodDigest>,
     pub nodes: Store<Node>,
@@ -40,7 +40,7 @@ pub struct Context {
     pub args: WindowArgs,
     /// The window controller's metrics.
     pub metrics: Arc<WindowMetrics>,
-    pub stores: Stores,
+    pub stores: WindowStores,
     pub writer: Writer,
     pub recorder: Recorder,
     pub synced: AtomicBool,
@@ -160,20 +160,6 @@ impl Context {
             self.runtime.client.clone(),
             &window.namespace().unwrap_or_default(),
         )
-    }
-
-    /// Window counts by phase over the cache.
-    pub fn phase_counts(&self) -> BTreeMap<&'static str, i64> {
-        let windows = self.stores.windows.state();
-        let in_scope = windows
-            .iter()
-            .filter(|w| self.runtime.in_scope(&w.namespace().unwrap_or_default()));
-        let mut counts = BTreeMap::new();
-        for w in in_scope {
-            let phase = w.status.as_ref().map(|s| s.phase).unwrap_or_default();
-            *counts.entry(phase.as_str()).or_insert(0) += 1;
-        }
-        counts
     }
 
     /// Publishes an Event on the window; failures to publish are logged, never fatal.

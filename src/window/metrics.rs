@@ -4,26 +4,18 @@
 //!
 //! Every labelled series whose label values are known in advance exists from registration on
 //! (at 0), so `rate()` and `increase()` see the first event. The gauges (windows by phase,
-//! protected pods and nodes) are the Lease holder's view: [`WindowMetrics::clear_gauges`] sets
-//! them to 0 on a replica that does not hold the Lease.
+//! protected pods and nodes) are computed at scrape time by [`WindowGauges`].
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::gauges::WindowGauges;
 use crate::resources::{Phase, TestWindowStatus};
-
-/// Label set with a phase.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PhaseLabel {
-    pub phase: String,
-}
 
 /// Label set with an error category.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -36,9 +28,6 @@ pub struct CategoryLabel {
 pub struct EndLabel {
     pub end: &'static str,
 }
-
-/// The phases `windows{phase}` is exported for.
-pub const PHASES: [&str; 4] = ["Pending", "Active", "Expired", "Closed"];
 
 /// The values of `end` in `window_duration_seconds` and `windows_ended_total`.
 pub const ENDS: [&str; 2] = ["closed", "expired"];
@@ -56,39 +45,29 @@ fn duration_histogram() -> Histogram {
 /// Metric families of the window controller.
 #[derive(Debug)]
 pub struct WindowMetrics {
-    windows: Family<PhaseLabel, Gauge>,
+    /// Windows by phase, protected pods and nodes: computed when scraped.
+    pub gauges: Arc<WindowGauges>,
     errors: Family<CategoryLabel, Counter>,
     ready_latency: Histogram,
     durations: Family<EndLabel, Histogram, fn() -> Histogram>,
     ended: Family<EndLabel, Counter>,
-    protected_pods: Gauge,
-    protected_nodes: Gauge,
     reconciles: Counter,
     writes: Counter,
-    per_window: Mutex<BTreeMap<String, (i64, i64)>>,
 }
 
 impl Default for WindowMetrics {
     fn default() -> Self {
         let buckets = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0];
         let metrics = Self {
-            windows: Family::default(),
+            gauges: Arc::default(),
             errors: Family::default(),
             ready_latency: Histogram::new(buckets),
             durations: Family::new_with_constructor(duration_histogram),
             ended: Family::default(),
-            protected_pods: Gauge::default(),
-            protected_nodes: Gauge::default(),
             reconciles: Counter::default(),
             writes: Counter::default(),
-            per_window: Mutex::default(),
         };
         // Every series with a known label value exists from the start, at 0.
-        for phase in PHASES {
-            drop(metrics.windows.get_or_create(&PhaseLabel {
-                phase: phase.to_string(),
-            }));
-        }
         for category in super::error::CATEGORIES {
             drop(metrics.errors.get_or_create(&CategoryLabel {
                 category: category.to_string(),
@@ -118,7 +97,7 @@ pub fn ended_window(status: &TestWindowStatus) -> Option<(&'static str, f64)> {
 impl WindowMetrics {
     /// Registers every family with the operator's registry.
     pub fn register(&self, registry: &mut Registry) {
-        registry.register("windows", "Test windows by phase", self.windows.clone());
+        registry.register_collector(Box::new(self.gauges.clone()));
         registry.register(
             "window_reconcile_errors",
             "Failed window reconciles by error category",
@@ -140,16 +119,6 @@ impl WindowMetrics {
             self.ended.clone(),
         );
         registry.register(
-            "protected_pods",
-            "Pods carrying do-not-disrupt annotations of an open window",
-            self.protected_pods.clone(),
-        );
-        registry.register(
-            "protected_nodes",
-            "Nodes carrying do-not-disrupt annotations of an open window",
-            self.protected_nodes.clone(),
-        );
-        registry.register(
             "window_reconciles",
             "Window reconciles run",
             self.reconciles.clone(),
@@ -159,18 +128,6 @@ impl WindowMetrics {
             "API writes made for windows (annotations, PDBs)",
             self.writes.clone(),
         );
-    }
-
-    /// Sets the number of windows in each phase.
-    pub fn set_phases(&self, counts: &BTreeMap<&'static str, i64>) {
-        for phase in PHASES {
-            let label = PhaseLabel {
-                phase: phase.to_string(),
-            };
-            self.windows
-                .get_or_create(&label)
-                .set(counts.get(phase).copied().unwrap_or(0));
-        }
     }
 
     /// Counts one failed reconcile.
@@ -196,34 +153,10 @@ impl WindowMetrics {
             .observe(seconds.max(0.0));
     }
 
-    /// Sets the gauges (windows by phase, protected pods and nodes) to 0 and forgets what each
-    /// window protected: a replica that does not hold the Lease exports no stale view, and one
-    /// that takes the Lease again starts from what its reconciles find.
-    pub fn clear_gauges(&self) {
-        let mut map = self.per_window.lock().expect("metrics lock");
-        map.clear();
-        self.protected_pods.set(0);
-        self.protected_nodes.set(0);
-        drop(map);
-        self.set_phases(&BTreeMap::new());
-    }
-
     /// Counts a reconcile and the writes it made.
     pub fn reconciled(&self, writes: usize) {
         self.reconciles.inc();
         self.writes.inc_by(writes as u64);
-    }
-
-    /// Records what one window protects now (zero when it ended or went away).
-    pub fn set_protected(&self, window_uid: &str, pods: u32, nodes: u32) {
-        let mut map = self.per_window.lock().expect("metrics lock");
-        if pods == 0 && nodes == 0 {
-            map.remove(window_uid);
-        } else {
-            map.insert(window_uid.to_string(), (i64::from(pods), i64::from(nodes)));
-        }
-        self.protected_pods.set(map.values().map(|v| v.0).sum());
-        self.protected_nodes.set(map.values().map(|v| v.1).sum());
     }
 }
 
@@ -257,17 +190,13 @@ mod tests {
     #[test]
     fn families_are_exported_under_the_documented_names() {
         let m = WindowMetrics::default();
-        m.set_phases(&BTreeMap::from([("Active", 2)]));
         m.error("write_conflict");
         m.ready_after(0.3);
         m.reconciled(3);
         m.window_ended("closed", 75.0);
-        m.set_protected("a", 2, 1);
-        m.set_protected("b", 1, 1);
-        m.set_protected("a", 0, 0);
         let out = encoded(&m);
         for line in [
-            "disruption_guard_windows{phase=\"Active\"} 2",
+            "disruption_guard_windows{phase=\"Active\"} 0",
             "disruption_guard_window_reconcile_errors_total{category=\"write_conflict\"} 1",
             "disruption_guard_window_ready_seconds_count 1",
             "disruption_guard_window_writes_total 3",
@@ -278,8 +207,8 @@ mod tests {
             "disruption_guard_window_duration_seconds_bucket{le=\"60.0\",end=\"closed\"} 0",
             "disruption_guard_window_duration_seconds_bucket{le=\"120.0\",end=\"closed\"} 1",
             "disruption_guard_window_duration_seconds_count{end=\"expired\"} 0",
-            "disruption_guard_protected_pods 1",
-            "disruption_guard_protected_nodes 1",
+            "disruption_guard_protected_pods 0",
+            "disruption_guard_protected_nodes 0",
         ] {
             assert!(
                 out.contains(&format!("{line}\n")),
@@ -292,7 +221,7 @@ mod tests {
     fn a_fresh_registry_exports_every_known_series_at_zero() {
         let out = encoded(&WindowMetrics::default());
         let mut expected = Vec::new();
-        for phase in PHASES {
+        for phase in super::super::gauges::PHASES {
             expected.push(format!("disruption_guard_windows{{phase=\"{phase}\"}} 0"));
         }
         for category in super::super::error::CATEGORIES {
@@ -347,39 +276,5 @@ mod tests {
         assert_eq!(ended_window(&status(Phase::Pending, 0, None)), None);
         assert_eq!(ended_window(&status(Phase::Active, 0, Some(5))), None);
         assert_eq!(ended_window(&status(Phase::Closed, 0, None)), None);
-    }
-
-    #[test]
-    fn clearing_the_gauges_zeroes_them_and_forgets_each_windows_share() {
-        let m = WindowMetrics::default();
-        m.set_phases(&BTreeMap::from([("Active", 2), ("Closed", 1)]));
-        m.set_protected("a", 3, 2);
-        m.set_protected("b", 1, 1);
-        m.error("status");
-        m.window_ended("expired", 30.0);
-        m.clear_gauges();
-        let out = encoded(&m);
-        for line in [
-            "disruption_guard_windows{phase=\"Active\"} 0",
-            "disruption_guard_windows{phase=\"Closed\"} 0",
-            "disruption_guard_protected_pods 0",
-            "disruption_guard_protected_nodes 0",
-            // Counters and histograms are not gauges: they keep what this replica did.
-            "disruption_guard_window_reconcile_errors_total{category=\"status\"} 1",
-            "disruption_guard_windows_ended_total{end=\"expired\"} 1",
-        ] {
-            assert!(
-                out.contains(&format!("{line}\n")),
-                "missing {line} in\n{out}"
-            );
-        }
-        // Taking the Lease again: only what reconciles report from then on counts.
-        m.set_protected("b", 1, 1);
-        let out = encoded(&m);
-        assert!(out.contains("disruption_guard_protected_pods 1\n"), "{out}");
-        assert!(
-            out.contains("disruption_guard_protected_nodes 1\n"),
-            "{out}"
-        );
     }
 }

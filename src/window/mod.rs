@@ -12,6 +12,7 @@
 pub mod apply;
 pub mod context;
 pub mod error;
+pub mod gauges;
 mod metrics;
 pub mod model;
 pub mod pdbs;
@@ -37,8 +38,7 @@ use clap::Args;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, future};
 use jiff::SignedDuration;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Recorder;
@@ -52,8 +52,8 @@ use crate::k8s::fields::{keep_own_entries, window_uids};
 use crate::k8s::trim;
 use crate::resources::TestWindow;
 use crate::runtime::Runtime;
-use crate::runtime::caches::{Caches, WindowFeed};
-use context::{Context, Stores};
+use crate::runtime::caches::{Caches, ChangeFeed};
+use context::{Context, WindowStores};
 use triggers::{NodeChanges, PdbTriggers, windows_for, windows_on_node};
 
 /// Flags of the window controller.
@@ -146,7 +146,7 @@ pub async fn run(
     args: WindowArgs,
     metrics: Arc<WindowMetrics>,
     caches: Caches,
-    feed: WindowFeed,
+    feed: ChangeFeed,
 ) -> anyhow::Result<()> {
     runtime.ready.register(GATE);
     let client = runtime.client.clone();
@@ -196,35 +196,17 @@ pub async fn run(
         futures::stream::iter(refs)
     });
 
-    let (pdbs, pdbs_writer) = reflector::store();
     let (pdb_windows, pdb_pods) = (windows.clone(), pods.clone());
     let mut pdb_triggers = PdbTriggers::default();
-    let pdb_stream = watcher(
-        scoped::<PodDisruptionBudget>(&client, &namespaces),
-        cfg.clone(),
-    )
-    .default_backoff()
-    .reflect(pdbs_writer)
-    .filter_map(move |event| {
-        let refs = match event {
-            Ok(event) => pdb_triggers
+    let pdb_stream = receive(feed.pdbs)
+        .filter_map(move |event| {
+            let refs = pdb_triggers
                 .on(&event)
-                .map(|concerns| PdbTriggers::refs(concerns, &pdb_windows, &pdb_pods)),
-            Err(err) => {
-                warn!(error = %err, kind = "PodDisruptionBudget", "watch failed, retrying");
-                None
-            }
-        };
-        future::ready(refs)
-    })
-    .flat_map(futures::stream::iter);
+                .map(|concerns| PdbTriggers::refs(concerns, &pdb_windows, &pdb_pods));
+            future::ready(refs)
+        })
+        .flat_map(futures::stream::iter);
 
-    let (replica_sets, rs_task) = cache(
-        scoped::<ReplicaSet>(&client, &namespaces),
-        trim::replica_set,
-    );
-    let (deployments, dep_task) =
-        cache(scoped::<Deployment>(&client, &namespaces), trim::deployment);
     let (stateful_sets, sts_task) = cache(
         scoped::<StatefulSet>(&client, &namespaces),
         trim::stateful_set,
@@ -268,16 +250,17 @@ pub async fn run(
         None => futures::stream::pending().boxed(),
     };
 
-    let stores = Stores {
+    let stores = WindowStores {
         windows: windows.clone(),
         pods: pods.clone(),
         nodes: nodes.clone(),
-        pdbs: pdbs.clone(),
-        replica_sets,
-        deployments,
+        pdbs: caches.pdbs.clone(),
+        replica_sets: caches.replica_sets.clone(),
+        deployments: caches.deployments.clone(),
         stateful_sets,
         node_claims: claim_store,
     };
+    metrics.gauges.attach(windows.clone(), runtime.clone());
     let ctx = Arc::new(Context {
         runtime: runtime.clone(),
         args,
@@ -313,8 +296,6 @@ pub async fn run(
             future::ready(())
         })
         .await;
-    rs_task.abort();
-    dep_task.abort();
     sts_task.abort();
     info!("window controller stopped");
     Ok(())
@@ -342,13 +323,7 @@ async fn startup(
             .wait_for(|listed| *listed)
             .await
             .map_err(|_| ())?;
-        tokio::try_join!(
-            s.pdbs.wait_until_ready(),
-            s.replica_sets.wait_until_ready(),
-            s.deployments.wait_until_ready(),
-            s.stateful_sets.wait_until_ready(),
-        )
-        .map_err(|_| ())?;
+        s.stateful_sets.wait_until_ready().await.map_err(|_| ())?;
         if let Some(claims) = &s.node_claims {
             claims.wait_until_ready().await.map_err(|_| ())?;
         }
@@ -364,10 +339,7 @@ async fn startup(
             () = tokio::time::sleep(Duration::from_secs(5)) => {
                 let pending: Vec<&str> = [
                     ("windows", *listed.borrow()),
-                    ("pods and nodes", caches.is_ready()),
-                    ("pdbs", s.pdbs.wait_until_ready().now_or_never().is_some()),
-                    ("replicasets", s.replica_sets.wait_until_ready().now_or_never().is_some()),
-                    ("deployments", s.deployments.wait_until_ready().now_or_never().is_some()),
+                    ("pods, nodes, workloads and PDBs", caches.is_ready()),
                     ("statefulsets", s.stateful_sets.wait_until_ready().now_or_never().is_some()),
                 ]
                 .into_iter()

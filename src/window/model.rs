@@ -1,5 +1,5 @@
 //! The planner's vocabulary: what a plan reads (the [`World`] of a namespace, the window as
-//! [`WindowView`], the [`Workload`] a pod belongs to) and what it decides (a [`Plan`] of
+//! [`WindowFacts`], the [`Workload`] a pod belongs to) and what it decides (a [`WindowPlan`] of
 //! [`Write`]s). Shared by [`super::plan`] and [`super::pdbs`]; pure data and lookups.
 
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ pub struct World {
 
 /// The window as the planner needs it.
 #[derive(Debug, Clone)]
-pub struct WindowView {
+pub struct WindowFacts {
     pub uid: String,
     pub name: String,
     pub namespace: String,
@@ -42,7 +42,7 @@ pub struct WindowView {
     pub expires_at: Timestamp,
 }
 
-impl WindowView {
+impl WindowFacts {
     /// The view of `window` with its decided activity and expiry.
     pub fn of(window: &TestWindow, active: bool, expires_at: Timestamp) -> Self {
         Self {
@@ -127,7 +127,7 @@ pub enum Write {
 
 /// The outcome of planning one window.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Plan {
+pub struct WindowPlan {
     pub writes: Vec<Write>,
     pub workloads: u32,
     pub pods: u32,
@@ -142,7 +142,7 @@ pub struct Plan {
     pub foreign_values: Vec<String>,
 }
 
-impl Plan {
+impl WindowPlan {
     /// Every piece of protection written and observed.
     pub fn complete(&self) -> bool {
         self.writes.is_empty() && self.waiting.is_empty()
@@ -163,7 +163,7 @@ pub fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
 
 /// The pods of the namespace the window selects and protects.
 pub fn selected_pods<'a>(
-    window: &WindowView,
+    window: &WindowFacts,
     pods: &'a [Arc<PodDigest>],
 ) -> Vec<&'a Arc<PodDigest>> {
     pods.iter()

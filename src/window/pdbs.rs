@@ -15,7 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::model::{Plan, WindowView, Workload, World, Write, is_live, labels, workload_of};
+use super::model::{WindowFacts, WindowPlan, Workload, World, Write, is_live, labels, workload_of};
 use super::selector;
 use crate::k8s::fields::{holding_window_uids, holds_fields, holds_label};
 use crate::resources::PodDigest;
@@ -76,10 +76,10 @@ pub fn let_go(pdb: &PodDisruptionBudget, uid: &str) -> Option<Write> {
 }
 
 pub(super) fn plan_pdbs(
-    window: &WindowView,
+    window: &WindowFacts,
     world: &World,
     selected: &[&Arc<PodDigest>],
-    out: &mut Plan,
+    out: &mut WindowPlan,
 ) {
     let mut workloads = BTreeMap::new();
     if window.protect.pod_disruption_budgets {

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 pub use super::model::{
-    Plan, Target, WindowView, Workload, World, Write, is_live, selected_pods, workload_of,
+    Target, WindowFacts, WindowPlan, Workload, World, Write, is_live, selected_pods, workload_of,
 };
 use super::timing::karpenter_duration;
 use crate::k8s::fields::{has_manager, owned_annotations};
@@ -19,7 +19,7 @@ use crate::resources::PodDigest;
 use crate::resources::names::{CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 
 /// The annotations the window wants on a selected pod.
-fn pod_annotations(window: &WindowView, pod: &PodDigest) -> BTreeMap<String, String> {
+fn pod_annotations(window: &WindowFacts, pod: &PodDigest) -> BTreeMap<String, String> {
     let dnd = if window.protect.karpenter_duration {
         let start = pod.status.start_time.as_ref().map(|t| t.0);
         karpenter_duration(start, window.expires_at)
@@ -77,9 +77,9 @@ fn annotate(
 }
 
 /// Plans one window against the world.
-pub fn plan(window: &WindowView, world: &World) -> Plan {
+pub fn plan(window: &WindowFacts, world: &World) -> WindowPlan {
     let manager = window.manager();
-    let mut out = Plan::default();
+    let mut out = WindowPlan::default();
     let selected = if window.active {
         selected_pods(window, &world.pods)
     } else {

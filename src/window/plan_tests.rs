@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 
 use super::pdbs::let_go;
-use super::plan::{Target, WindowView, World, Write, plan};
+use super::plan::{Target, WindowFacts, World, Write, plan};
 use super::report;
 use crate::k8s::fields::tests::{entry, entry_with};
 use crate::resources::{Protect, Tracking, WindowReport};
@@ -18,8 +18,8 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
     Arc::new(serde_json::from_value(v).expect("fixture"))
 }
 
-fn view(uid: &str, active: bool) -> WindowView {
-    WindowView {
+fn view(uid: &str, active: bool) -> WindowFacts {
+    WindowFacts {
         uid: uid.into(),
         name: format!("w-{uid}"),
         namespace: NS.into(),
@@ -81,7 +81,7 @@ fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// The world after every write of `plan` landed, with the PDB computed.
-fn settle(mut w: World, win: &WindowView) -> World {
+fn settle(mut w: World, win: &WindowFacts) -> World {
     let manager = format!("disruption-guard/{}", win.uid);
     for write in plan(win, &w).writes {
         match write {
@@ -335,7 +335,7 @@ fn the_last_window_holding_fields_deletes_the_pdb_even_if_another_window_is_list
     );
 
     // b, listed as an owner but holding nothing, has nothing of its own to remove.
-    let other = WindowView {
+    let other = WindowFacts {
         selector: serde_json::from_value(json!({"matchLabels": {"app": "other"}})).unwrap(),
         ..view("b", true)
     };

@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::context::Context;
 use super::error::{Error, is_code};
-use super::plan::{self, Plan, WindowView};
+use super::plan::{self, WindowFacts, WindowPlan};
 use super::timing::{self, Timing};
 use super::{apply, report};
 use crate::resources::names::{FIELD_MANAGER, FINALIZER};
@@ -42,7 +42,6 @@ pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Act
     if !ctx.runtime.leader.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    ctx.metrics.set_phases(&ctx.phase_counts());
     let result = reconcile_window(&window, &ctx).await;
     if let Err(err) = &result {
         ctx.metrics.error(err.category());
@@ -90,7 +89,7 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         return Ok(Action::await_change());
     }
 
-    let view = WindowView::of(window, timing.phase == Phase::Active, timing.expires_at);
+    let view = WindowFacts::of(window, timing.phase == Phase::Active, timing.expires_at);
     let world = if deleting {
         ctx.fresh_world(&view.namespace)
             .await
@@ -133,7 +132,6 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         if let Some(err) = failure {
             return Err(err);
         }
-        ctx.metrics.set_protected(&view.uid, 0, 0);
         ctx.forget(window);
         remove_finalizer(window, ctx).await?;
         return Ok(Action::await_change());
@@ -149,11 +147,6 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         failure.is_none(),
         now,
     );
-    // Leadership may have ended during the writes: a replica without the Lease exports 0.
-    if ctx.runtime.leader.is_leader() {
-        ctx.metrics
-            .set_protected(&view.uid, status.protected.pods, status.protected.nodes);
-    }
     let last_written = recorded_end.as_ref().unwrap_or(&previous);
     if status != *last_written {
         write_status(window, ctx, &status).await?;
@@ -220,7 +213,7 @@ async fn write_status(
     }
 }
 
-async fn write_all(ctx: &Context, view: &WindowView, plan: &Plan) -> Option<Error> {
+async fn write_all(ctx: &Context, view: &WindowFacts, plan: &WindowPlan) -> Option<Error> {
     let manager = apply::manager_of(view);
     let results: Vec<Result<(), Error>> = stream::iter(plan.writes.clone())
         .map(|w| {
@@ -233,7 +226,12 @@ async fn write_all(ctx: &Context, view: &WindowView, plan: &Plan) -> Option<Erro
     results.into_iter().find_map(Result::err)
 }
 
-fn requeue(timing: &Timing, plan: &Plan, now: Timestamp, retention: SignedDuration) -> Action {
+fn requeue(
+    timing: &Timing,
+    plan: &WindowPlan,
+    now: Timestamp,
+    retention: SignedDuration,
+) -> Action {
     if !plan.complete() {
         return Action::requeue(Duration::from_secs(1));
     }
@@ -259,8 +257,8 @@ fn next_status(
     window: &TestWindow,
     previous: &TestWindowStatus,
     timing: &Timing,
-    view: &WindowView,
-    plan: &Plan,
+    view: &WindowFacts,
+    plan: &WindowPlan,
     world: &plan::World,
     writes_ok: bool,
     now: Timestamp,
@@ -360,7 +358,7 @@ async fn events(
     previous: &TestWindowStatus,
     status: &TestWindowStatus,
     timing: &Timing,
-    plan: &Plan,
+    plan: &WindowPlan,
     now: Timestamp,
 ) {
     let name = window.name_any();

@@ -19,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::context::Context;
-use super::plan::{Target, WindowView, Write};
+use super::plan::{Target, WindowFacts, Write};
 use crate::k8s::fields::{holding_window_uids, window_uids};
 use crate::resources::TestWindow;
 use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_manager};
@@ -156,7 +156,7 @@ pub async fn sweep(ctx: &Context) -> Result<usize, kube::Error> {
             debug!("leadership lost during a sweep, stopping it");
             break;
         }
-        let view = WindowView {
+        let view = WindowFacts {
             uid: String::new(),
             name: String::new(),
             namespace: leftover.namespace.clone(),

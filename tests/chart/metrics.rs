@@ -26,13 +26,10 @@ struct Family {
 fn exposition() -> String {
     let m = Metrics::default();
     m.leader.set(1);
-    m.window
-        .set_phases(&BTreeMap::from([("Active", 1), ("Closed", 1)]));
     m.window.error("write_conflict");
     m.window.ready_after(0.4);
     m.window.window_ended("expired", 600.0);
     m.window.reconciled(2);
-    m.window.set_protected("uid", 1, 1);
     m.drain.rollout("rolled_out");
     m.drain.skip("paused");
     m.drain.signal_to_rollout.observe(1.5);

@@ -1,0 +1,100 @@
+//! The operator's load on the API server, counted by the API server itself: it holds exactly
+//! one watch of each kind it caches, however many of its parts read that kind.
+//!
+//! Counted with the API server's own gauge `apiserver_longrunning_requests{verb="WATCH"}`,
+//! per resource, with the operator running minus without it. This file holds one test, so no
+//! other operator of the test suite starts or stops meanwhile; the cluster's own components
+//! keep their watches open (they re-open each one every 5–10 minutes, for milliseconds).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::Client;
+use support::operator::Operator;
+use support::{wait, with_namespace};
+
+/// Open watches per resource, as the API server counts them.
+async fn open_watches(client: &Client) -> BTreeMap<String, i64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client
+        .request_text(request)
+        .await
+        .expect("the API server's metrics");
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_longrunning_requests{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        if !labels.contains("verb=\"WATCH\"") {
+            continue;
+        }
+        let resource = labels
+            .split(',')
+            .find_map(|l| l.strip_prefix("resource=\""))
+            .map(|r| r.trim_end_matches('"').to_string())
+            .unwrap_or_default();
+        *counts.entry(resource).or_insert(0) += value.trim().parse::<f64>().unwrap() as i64;
+    }
+    counts
+}
+
+fn difference(
+    with: &BTreeMap<String, i64>,
+    without: &BTreeMap<String, i64>,
+) -> BTreeMap<String, i64> {
+    with.keys()
+        .chain(without.keys())
+        .map(|r| {
+            let d = with.get(r).unwrap_or(&0) - without.get(r).unwrap_or(&0);
+            (r.clone(), d)
+        })
+        .filter(|(_, d)| *d != 0)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_operator_holds_one_watch_of_each_kind_it_caches() {
+    with_namespace(|client, ns| async move {
+        let without = open_watches(&client).await;
+        let mut op = Operator::start(&ns, &[]).await;
+        let shared = [
+            "pods",
+            "nodes",
+            "replicasets",
+            "deployments",
+            "poddisruptionbudgets",
+        ];
+        // Ready means every cache has listed; the watches follow their lists at once.
+        wait::until(
+            "the operator's watches to be open",
+            Duration::from_secs(10),
+            || async {
+                let delta = difference(&open_watches(&client).await, &without);
+                shared
+                    .iter()
+                    .all(|r| delta.get(*r).copied().unwrap_or(0) >= 1)
+            },
+        )
+        .await;
+        let with = open_watches(&client).await;
+        op.kill();
+        let delta = difference(&with, &without);
+        eprintln!("watches the operator holds, by resource: {delta:?}");
+        for resource in shared.iter().chain(&["testwindows", "statefulsets"]) {
+            assert_eq!(
+                delta.get(*resource).copied(),
+                Some(1),
+                "{resource}: the operator's watches {delta:?}"
+            );
+        }
+        for (resource, count) in &delta {
+            assert_eq!(*count, 1, "{resource} is watched {count} times: {delta:?}");
+        }
+    })
+    .await;
+}
