@@ -181,7 +181,7 @@ fn direct_limits() -> TtlLimits {
     let d = <OperatorDefaults as clap::Parser>::parse_from(["operator"]);
     TtlLimits {
         default: d.api.default_ttl,
-        max: Duration::from(d.window.max_ttl),
+        max: d.window.max_ttl,
     }
 }
 

@@ -57,8 +57,8 @@ pub struct DrainArgs {
     pub drain_namespace_selector: Option<String>,
 
     /// Look at every disrupted node this often, besides reacting to changes.
-    #[arg(long, env = "DISRUPTION_GUARD_DRAIN_RESYNC", default_value = "10s")]
-    pub drain_resync: kube::core::Duration,
+    #[arg(long, env = "DISRUPTION_GUARD_DRAIN_RESYNC", default_value = "10s", value_parser = crate::k8s::duration::parse)]
+    pub drain_resync: std::time::Duration,
 }
 
 /// Readiness gate of the drain watcher's watches.
@@ -92,7 +92,7 @@ pub async fn run(
             namespace_selector = ?args.drain_namespace_selector,
             "drain watcher started"
         );
-        let resync = std::time::Duration::from(args.drain_resync);
+        let resync = args.drain_resync;
         watcher::Watcher::new(runtime.clone(), args.clone(), metrics, stores)
             .run(rx, resync)
             .await;

@@ -141,7 +141,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let (caches, window_feed, _watches) =
         Caches::start(&runtime.client, runtime.watch_scope(), drain_tx.clone());
     // One limit for the API and the controller: `--max-ttl` of the window controller.
-    let max_ttl = std::time::Duration::from(args.window.max_ttl);
+    let max_ttl = args.window.max_ttl;
     tokio::try_join!(
         election,
         admin::serve(args.admin_addr, runtime.clone(), metrics.clone()),

@@ -3,7 +3,7 @@
 
 /// Every value [`Error::category`] can take, so the error counter exports each at 0 from the
 /// start.
-pub const CATEGORIES: [&str; 13] = [
+pub const CATEGORIES: [&str; 11] = [
     "write_conflict",
     "write_forbidden",
     "write_not_found",
@@ -15,8 +15,6 @@ pub const CATEGORIES: [&str; 13] = [
     "finalizer_conflict",
     "finalizer",
     "delete",
-    "not_synced",
-    "other",
 ];
 
 /// What can go wrong while reconciling a window.
@@ -38,20 +36,25 @@ pub enum Error {
     /// Deleting a window past its retention failed.
     #[error("deleting the window after its retention: {0}")]
     Delete(#[source] kube::Error),
-    /// The caches have not synced yet.
-    #[error("caches not synced yet")]
-    NotSynced,
 }
 
 impl Error {
     /// A short, fixed label for metrics and Events.
     pub fn category(&self) -> &'static str {
         match self {
-            Error::Write { source, .. } => kube_category("write", source),
-            Error::Status(source) => kube_category("status", source),
-            Error::Finalizer(source) => kube_category("finalizer", source),
-            Error::Delete(source) => kube_category("delete", source),
-            Error::NotSynced => "not_synced",
+            Error::Write { source, .. } => match api_code(source) {
+                Some(409) => "write_conflict",
+                Some(403) => "write_forbidden",
+                Some(404) => "write_not_found",
+                Some(422) => "write_invalid",
+                Some(_) => "write_api",
+                None => "write_transport",
+            },
+            Error::Status(source) if api_code(source) == Some(409) => "status_conflict",
+            Error::Status(_) => "status",
+            Error::Finalizer(source) if api_code(source) == Some(409) => "finalizer_conflict",
+            Error::Finalizer(_) => "finalizer",
+            Error::Delete(_) => "delete",
         }
     }
 
@@ -61,24 +64,11 @@ impl Error {
     }
 }
 
-fn kube_category(action: &'static str, err: &kube::Error) -> &'static str {
-    let code = match err {
+/// The HTTP code of an API answer; none for a transport failure.
+fn api_code(err: &kube::Error) -> Option<u16> {
+    match err {
         kube::Error::Api(status) => Some(status.code),
         _ => None,
-    };
-    match (action, code) {
-        ("write", Some(409)) => "write_conflict",
-        ("write", Some(403)) => "write_forbidden",
-        ("write", Some(404)) => "write_not_found",
-        ("write", Some(422)) => "write_invalid",
-        ("write", Some(_)) => "write_api",
-        ("write", None) => "write_transport",
-        ("status", Some(409)) => "status_conflict",
-        ("status", _) => "status",
-        ("finalizer", Some(409)) => "finalizer_conflict",
-        ("finalizer", _) => "finalizer",
-        ("delete", _) => "delete",
-        _ => "other",
     }
 }
 
@@ -102,7 +92,7 @@ mod tests {
     #[test]
     fn every_category_is_in_the_fixed_list() {
         let transport = || kube::Error::Service("connection refused".into());
-        let mut errors = vec![Error::NotSynced];
+        let mut errors = vec![];
         for code in [403, 404, 409, 422, 500] {
             errors.push(Error::Write {
                 what: "a PDB".into(),
@@ -126,11 +116,8 @@ mod tests {
             );
             seen.insert(err.category());
         }
-        // Every listed category but the fallback is one some error has.
-        let unseen: Vec<_> = CATEGORIES
-            .iter()
-            .filter(|c| !seen.contains(*c) && **c != "other")
-            .collect();
+        // Every listed category is one some error has.
+        let unseen: Vec<_> = CATEGORIES.iter().filter(|c| !seen.contains(*c)).collect();
         assert!(unseen.is_empty(), "never produced: {unseen:?}");
     }
 }

@@ -249,7 +249,7 @@ mod tests {
         assert_eq!(
             out.matches("disruption_guard_window_reconcile_errors_total{")
                 .count(),
-            13
+            11
         );
     }
 

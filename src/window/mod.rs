@@ -61,19 +61,16 @@ use triggers::{NodeChanges, PdbTriggers, windows_for, windows_on_node};
 pub struct WindowArgs {
     /// Longest a window may stay open from when it opened, whatever its ttl or renewals ask;
     /// the API also refuses a longer ttl.
-    #[arg(long, env = "DISRUPTION_GUARD_MAX_TTL", default_value = "24h")]
-    pub max_ttl: kube::core::Duration,
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_TTL", default_value = "24h", value_parser = crate::k8s::duration::parse)]
+    pub max_ttl: Duration,
 
     /// How long a Closed or Expired window is kept, with its report, before it is deleted.
-    #[arg(long, env = "DISRUPTION_GUARD_RETENTION", default_value = "1h")]
-    pub retention: kube::core::Duration,
+    #[arg(long, env = "DISRUPTION_GUARD_RETENTION", default_value = "1h", value_parser = crate::k8s::duration::parse)]
+    pub retention: Duration,
 }
 
-fn signed(d: kube::core::Duration) -> SignedDuration {
-    if d.is_negative() {
-        return SignedDuration::ZERO;
-    }
-    SignedDuration::try_from(std::time::Duration::from(d)).unwrap_or(SignedDuration::MAX)
+fn signed(d: Duration) -> SignedDuration {
+    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
 }
 
 impl WindowArgs {

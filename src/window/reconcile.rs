@@ -46,15 +46,13 @@ pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Act
     if let Err(err) = &result {
         ctx.metrics.error(err.category());
         warn!(window = %window.name_any(), namespace = %ns, category = err.category(), error = %err, "reconcile failed");
-        if !matches!(err, Error::NotSynced) {
-            ctx.publish(
-                &window,
-                EventType::Warning,
-                "ReconcileFailed",
-                err.to_string(),
-            )
-            .await;
-        }
+        ctx.publish(
+            &window,
+            EventType::Warning,
+            "ReconcileFailed",
+            err.to_string(),
+        )
+        .await;
     }
     result
 }
