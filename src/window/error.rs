@@ -36,6 +36,9 @@ pub enum Error {
     /// Deleting a window past its retention failed.
     #[error("deleting the window after its retention: {0}")]
     Delete(#[source] kube::Error),
+    /// The finalizer patch could not be built (the window has no name).
+    #[error("building the finalizer patch: {0}")]
+    FinalizerPatch(String),
 }
 
 impl Error {
@@ -53,7 +56,7 @@ impl Error {
             Error::Status(source) if api_code(source) == Some(409) => "status_conflict",
             Error::Status(_) => "status",
             Error::Finalizer(source) if api_code(source) == Some(409) => "finalizer_conflict",
-            Error::Finalizer(_) => "finalizer",
+            Error::Finalizer(_) | Error::FinalizerPatch(_) => "finalizer",
             Error::Delete(_) => "delete",
         }
     }

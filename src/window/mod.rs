@@ -20,6 +20,8 @@ pub mod plan;
 pub mod reconcile;
 pub mod report;
 pub mod selector;
+pub mod status;
+pub mod status_write;
 pub mod sweep;
 pub mod timing;
 pub mod triggers;

@@ -1,30 +1,29 @@
-//! One reconcile of one window: gather (from the caches) → decide (pure) → apply (writes) →
-//! status and Events. Closing, expiry and deletion share the release path: the plan of a
-//! window that is not Active wants nothing, so its writes remove what it added.
+//! One reconcile of one window: gather (from the caches) → decide (pure: [`super::plan`],
+//! [`super::status`]) → apply (writes) → status and Events. Closing, expiry and deletion share
+//! the release path: the plan of a window that is not Active wants nothing, so its writes
+//! remove what it added.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, stream};
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use serde_json::json;
+use kube::runtime::finalizer::{self, Event as FinalizerEvent, finalizer};
 use tracing::{debug, info, warn};
 
+use super::apply;
 use super::context::Context;
-use super::error::{Error, is_code};
+use super::error::Error;
 use super::plan::{self, WindowFacts, WindowPlan};
+use super::status::next_status;
+use super::status_write::write_status;
 use super::timing::{self, Timing};
-use super::{apply, report};
-use crate::resources::names::{FIELD_MANAGER, FINALIZER};
-use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
-
-/// Set once the operator has warned that the installed CRD lacks status fields.
-static OLD_CRD_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+use crate::resources::names::FINALIZER;
+use crate::resources::{Phase, TestWindow, TestWindowStatus};
 
 /// How many writes of one window run at once.
 const WRITE_CONCURRENCY: usize = 16;
@@ -42,7 +41,7 @@ pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Act
     if !ctx.runtime.leader.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let result = reconcile_window(&window, &ctx).await;
+    let result = reconcile_window(window.clone(), &ctx).await;
     if let Err(err) = &result {
         ctx.metrics.error(err.category());
         warn!(window = %window.name_any(), namespace = %ns, category = err.category(), error = %err, "reconcile failed");
@@ -66,19 +65,35 @@ pub fn error_policy(_window: Arc<TestWindow>, err: &Error, _ctx: Arc<Context>) -
     }
 }
 
-async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
+/// The finalizer (`disruption-guard.io/cleanup`, kept by `kube::runtime::finalizer`) holds a
+/// deleted window until its release is done.
+async fn reconcile_window(window: Arc<TestWindow>, ctx: &Context) -> Result<Action, Error> {
+    let api = ctx.windows(&window);
+    finalizer(&api, FINALIZER, window, |event| async move {
+        match event {
+            FinalizerEvent::Apply(window) => keep(&window, ctx).await,
+            FinalizerEvent::Cleanup(window) => release_deleted(&window, ctx).await,
+        }
+    })
+    .await
+    .map_err(|err| match err {
+        finalizer::Error::ApplyFailed(err) | finalizer::Error::CleanupFailed(err) => err,
+        finalizer::Error::AddFinalizer(err) | finalizer::Error::RemoveFinalizer(err) => {
+            Error::Finalizer(err)
+        }
+        finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => {
+            Error::FinalizerPatch(err.to_string())
+        }
+    })
+}
+
+/// A window that exists: protect it while Active, record its end, release, report, and delete
+/// it once its retention is over.
+async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
     let now = Timestamp::now();
     let args = &ctx.args;
     let timing = timing::decide(window, now, args.max_ttl_signed());
-    let has_finalizer = window.finalizers().iter().any(|f| f == FINALIZER);
-    let deleting = window.metadata.deletion_timestamp.is_some();
-    if deleting && !has_finalizer {
-        return Ok(Action::await_change());
-    }
-    if !deleting && !has_finalizer {
-        add_finalizer(window, ctx).await?;
-    }
-    if !deleting && timing::retention_over(&timing, now, args.retention_signed()) {
+    if timing::retention_over(&timing, now, args.retention_signed()) {
         info!(window = %window.name_any(), "deleting ended window after its retention");
         ctx.windows(window)
             .delete(&window.name_any(), &DeleteParams::background())
@@ -88,26 +103,17 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
     }
 
     let view = WindowFacts::of(window, timing.phase == Phase::Active, timing.expires_at);
-    let world = if deleting {
-        ctx.fresh_world(&view.namespace)
-            .await
-            .map_err(|source| Error::Write {
-                what: "a fresh view of the namespace".into(),
-                source,
-            })?
-    } else {
-        ctx.world(&view.namespace)
-    };
+    let world = ctx.world(&view.namespace);
     let plan = plan::plan(&view, &world);
     let previous = ctx.previous_status(window);
 
     // The end is recorded before the release (docs/windows.md, "Lifecycle"): whoever watches
     // the window sees it ended, `Ready` False for `Releasing`, before any protection goes, so a
     // window whose status says Active always protects what it selects.
-    let ending = !deleting && timing.phase.is_final() && !previous.phase.is_final();
+    let ending = timing.phase.is_final() && !previous.phase.is_final();
     let recorded_end = if ending && !plan.complete() {
         let status = next_status(window, &previous, &timing, &view, &plan, &world, false, now);
-        write_status(window, ctx, &status).await?;
+        write_status(ctx, window, &status).await?;
         ctx.remember_status(window, &status);
         events(window, ctx, &previous, &status, &timing, &plan, now).await;
         Some(status)
@@ -115,26 +121,7 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
         None
     };
 
-    let started = std::time::Instant::now();
-    let failure = write_all(ctx, &view, &plan).await;
-    ctx.metrics.reconciled(plan.writes.len());
-    debug!(
-        window = %view.name,
-        writes = plan.writes.len(),
-        waiting = plan.waiting.len(),
-        write_ms = started.elapsed().as_millis() as u64,
-        "planned and wrote"
-    );
-
-    if deleting {
-        if let Some(err) = failure {
-            return Err(err);
-        }
-        ctx.forget(window);
-        remove_finalizer(window, ctx).await?;
-        return Ok(Action::await_change());
-    }
-
+    let failure = write_planned(ctx, &view, &plan).await;
     let status = next_status(
         window,
         &previous,
@@ -147,7 +134,7 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
     );
     let last_written = recorded_end.as_ref().unwrap_or(&previous);
     if status != *last_written {
-        write_status(window, ctx, &status).await?;
+        write_status(ctx, window, &status).await?;
         ctx.remember_status(window, &status);
     }
     if recorded_end.is_none() {
@@ -159,56 +146,39 @@ async fn reconcile_window(window: &TestWindow, ctx: &Context) -> Result<Action, 
     Ok(requeue(&timing, &plan, now, args.retention_signed()))
 }
 
-/// Writes the status by server-side apply. When the installed CRD is older than this
-/// operator (a field of the status is not in its schema, e.g. after an upgrade: Helm never
-/// upgrades CRDs), apply is refused as a whole; the status is then replaced instead, so the
-/// API server prunes the unknown fields and the rest of the status is still written.
-async fn write_status(
-    window: &TestWindow,
-    ctx: &Context,
-    status: &TestWindowStatus,
-) -> Result<(), Error> {
-    let api = ctx.windows(window);
-    let body = json!({
-        "apiVersion": "disruption-guard.io/v1alpha1",
-        "kind": "TestWindow",
-        "status": status,
-    });
-    let applied = api
-        .patch_status(
-            &window.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await;
-    match applied {
-        Err(kube::Error::Api(s)) if s.message.contains("field not declared in schema") => {
-            if !OLD_CRD_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                warn!(
-                    message = %s.message,
-                    "the installed TestWindow CRD is older than this operator; status fields it lacks are dropped: run `disruption-guard crd | kubectl apply --server-side -f -`"
-                );
-            }
-            let mut last = None;
-            for _ in 0..3 {
-                let mut next = api
-                    .get_status(&window.name_any())
-                    .await
-                    .map_err(Error::Status)?;
-                next.status = Some(status.clone());
-                next.metadata.managed_fields = None;
-                match api
-                    .replace_status(&window.name_any(), &PostParams::default(), &next)
-                    .await
-                {
-                    Err(e) if is_code(&e, 409) => last = Some(e),
-                    other => return other.map(drop).map_err(Error::Status),
-                }
-            }
-            Err(Error::Status(last.expect("three conflicts")))
-        }
-        other => other.map(drop).map_err(Error::Status),
+/// A window being deleted: its release is planned from a fresh read of the namespace (a write
+/// the caches have not seen yet is not left behind); once written, the finalizer goes.
+async fn release_deleted(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
+    let timing = timing::decide(window, Timestamp::now(), ctx.args.max_ttl_signed());
+    let view = WindowFacts::of(window, false, timing.expires_at);
+    let world = ctx
+        .fresh_world(&view.namespace)
+        .await
+        .map_err(|source| Error::Write {
+            what: "a fresh view of the namespace".into(),
+            source,
+        })?;
+    let plan = plan::plan(&view, &world);
+    if let Some(err) = write_planned(ctx, &view, &plan).await {
+        return Err(err);
     }
+    ctx.forget(window);
+    Ok(Action::await_change())
+}
+
+/// Makes the plan's writes, counted and timed; the first failure, if any.
+async fn write_planned(ctx: &Context, view: &WindowFacts, plan: &WindowPlan) -> Option<Error> {
+    let started = std::time::Instant::now();
+    let failure = write_all(ctx, view, plan).await;
+    ctx.metrics.reconciled(plan.writes.len());
+    debug!(
+        window = %view.name,
+        writes = plan.writes.len(),
+        waiting = plan.waiting.len(),
+        write_ms = started.elapsed().as_millis() as u64,
+        "planned and wrote"
+    );
+    failure
 }
 
 async fn write_all(ctx: &Context, view: &WindowFacts, plan: &WindowPlan) -> Option<Error> {
@@ -248,106 +218,6 @@ fn requeue(
             ))
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn next_status(
-    window: &TestWindow,
-    previous: &TestWindowStatus,
-    timing: &Timing,
-    view: &WindowFacts,
-    plan: &WindowPlan,
-    world: &plan::World,
-    writes_ok: bool,
-    now: Timestamp,
-) -> TestWindowStatus {
-    let active = timing.phase == Phase::Active;
-    let (report, tracking) = if active {
-        let selected = plan::selected_pods(view, &world.pods);
-        report::update(&previous.report, &previous.tracking, &selected, world)
-    } else {
-        (previous.report.clone(), Default::default())
-    };
-    let (ready, reason, message) = match timing.phase {
-        Phase::Active if plan.complete() && writes_ok => {
-            let mut m = format!(
-                "{} pods, {} nodes, {} PodDisruptionBudgets protected",
-                plan.pods,
-                plan.nodes,
-                plan.pdbs.len()
-            );
-            if !plan.foreign_values.is_empty() {
-                m.push_str(&format!(
-                    "; kept values set by others: {}",
-                    plan.foreign_values.join(", ")
-                ));
-            }
-            (true, "Protected", m)
-        }
-        Phase::Active => {
-            let mut m = format!("{} writes pending", plan.writes.len());
-            if !plan.waiting.is_empty() {
-                m.push_str(&format!("; waiting for {}", plan.waiting.join(", ")));
-            }
-            (false, "Protecting", m)
-        }
-        phase if plan.complete() && writes_ok => {
-            (false, phase.as_str(), "protection released".to_string())
-        }
-        _ => (
-            false,
-            RELEASING,
-            format!("{} releases pending", plan.writes.len()),
-        ),
-    };
-    let status_str = if ready { "True" } else { "False" };
-    let old = previous.conditions.iter().find(|c| c.type_ == "Ready");
-    let generation = window.metadata.generation;
-    let transition = match old {
-        Some(c) if c.status == status_str => c.last_transition_time.clone(),
-        _ => stamp(now),
-    };
-    let condition = Condition {
-        type_: "Ready".into(),
-        status: status_str.into(),
-        reason: reason.into(),
-        message: message.chars().take(1000).collect(),
-        last_transition_time: transition,
-        observed_generation: generation,
-    };
-    let protected = if active {
-        ProtectedSummary {
-            workloads: plan.workloads,
-            pods: plan.pods,
-            nodes: plan.nodes,
-            pdbs: plan.pdbs.clone(),
-            reused_pdbs: plan.reused_pdbs.clone(),
-        }
-    } else {
-        ProtectedSummary::default()
-    };
-    let ready_at = previous
-        .ready_at
-        .clone()
-        .or_else(|| ready.then_some(stamp(now)));
-    TestWindowStatus {
-        phase: timing.phase,
-        opened_at: Some(stamp(timing.opened_at)),
-        ready_at,
-        expires_at: Some(stamp(timing.expires_at)),
-        ended_at: timing.ended_at.map(stamp),
-        protected,
-        report,
-        conditions: vec![condition],
-        observed_generation: generation,
-        tracking,
-    }
-}
-
-/// A status timestamp, at the one-second precision `metav1.Time` is written with (so that a
-/// status read back equals the status written).
-fn stamp(t: Timestamp) -> Time {
-    Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
 }
 
 async fn events(
@@ -405,41 +275,5 @@ async fn events(
             r.nodes_disrupted.len()
         );
         ctx.publish(window, EventType::Normal, reason, note).await;
-    }
-}
-
-async fn add_finalizer(window: &TestWindow, ctx: &Context) -> Result<(), Error> {
-    let mut finalizers = window.finalizers().to_vec();
-    finalizers.push(FINALIZER.to_string());
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": window.resource_version()}});
-    ctx.windows(window)
-        .patch(
-            &window.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map(drop)
-        .map_err(Error::Finalizer)
-}
-
-async fn remove_finalizer(window: &TestWindow, ctx: &Context) -> Result<(), Error> {
-    let finalizers: Vec<&String> = window
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": window.resource_version()}});
-    match ctx
-        .windows(window)
-        .patch(
-            &window.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Err(e) if is_code(&e, 404) => Ok(()),
-        other => other.map(drop).map_err(Error::Finalizer),
     }
 }

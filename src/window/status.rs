@@ -1,0 +1,242 @@
+//! A window's next status, decided from what one reconcile saw and did: its phase and times,
+//! what it protects, the report, and the `Ready` condition (True once every piece of protection
+//! is written and seen back; False with reason `Protecting`, `Releasing`, `Closed` or
+//! `Expired` otherwise). Pure: the reconcile writes what this returns.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::plan::{self, WindowFacts, WindowPlan};
+use super::report;
+use super::timing::Timing;
+use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
+
+/// The status after a reconcile that computed `plan` from `world` at `now`; `writes_ok` says
+/// whether every write of the plan succeeded.
+#[allow(clippy::too_many_arguments)]
+pub fn next_status(
+    window: &TestWindow,
+    previous: &TestWindowStatus,
+    timing: &Timing,
+    view: &WindowFacts,
+    plan: &WindowPlan,
+    world: &plan::World,
+    writes_ok: bool,
+    now: Timestamp,
+) -> TestWindowStatus {
+    let active = timing.phase == Phase::Active;
+    let (report, tracking) = if active {
+        let selected = plan::selected_pods(view, &world.pods);
+        report::update(&previous.report, &previous.tracking, &selected, world)
+    } else {
+        (previous.report.clone(), Default::default())
+    };
+    let (ready, reason, message) = match timing.phase {
+        Phase::Active if plan.complete() && writes_ok => {
+            let mut m = format!(
+                "{} pods, {} nodes, {} PodDisruptionBudgets protected",
+                plan.pods,
+                plan.nodes,
+                plan.pdbs.len()
+            );
+            if !plan.foreign_values.is_empty() {
+                m.push_str(&format!(
+                    "; kept values set by others: {}",
+                    plan.foreign_values.join(", ")
+                ));
+            }
+            (true, "Protected", m)
+        }
+        Phase::Active => {
+            let mut m = format!("{} writes pending", plan.writes.len());
+            if !plan.waiting.is_empty() {
+                m.push_str(&format!("; waiting for {}", plan.waiting.join(", ")));
+            }
+            (false, "Protecting", m)
+        }
+        phase if plan.complete() && writes_ok => {
+            (false, phase.as_str(), "protection released".to_string())
+        }
+        _ => (
+            false,
+            RELEASING,
+            format!("{} releases pending", plan.writes.len()),
+        ),
+    };
+    let status_str = if ready { "True" } else { "False" };
+    let old = previous.conditions.iter().find(|c| c.type_ == "Ready");
+    let generation = window.metadata.generation;
+    let transition = match old {
+        Some(c) if c.status == status_str => c.last_transition_time.clone(),
+        _ => stamp(now),
+    };
+    let condition = Condition {
+        type_: "Ready".into(),
+        status: status_str.into(),
+        reason: reason.into(),
+        message: message.chars().take(1000).collect(),
+        last_transition_time: transition,
+        observed_generation: generation,
+    };
+    let protected = if active {
+        ProtectedSummary {
+            workloads: plan.workloads,
+            pods: plan.pods,
+            nodes: plan.nodes,
+            pdbs: plan.pdbs.clone(),
+            reused_pdbs: plan.reused_pdbs.clone(),
+        }
+    } else {
+        ProtectedSummary::default()
+    };
+    let ready_at = previous
+        .ready_at
+        .clone()
+        .or_else(|| ready.then_some(stamp(now)));
+    TestWindowStatus {
+        phase: timing.phase,
+        opened_at: Some(stamp(timing.opened_at)),
+        ready_at,
+        expires_at: Some(stamp(timing.expires_at)),
+        ended_at: timing.ended_at.map(stamp),
+        protected,
+        report,
+        conditions: vec![condition],
+        observed_generation: generation,
+        tracking,
+    }
+}
+
+/// A status timestamp, at the one-second precision `metav1.Time` is written with (so that a
+/// status read back equals the status written).
+fn stamp(t: Timestamp) -> Time {
+    Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Protect;
+    use crate::window::plan::{Target, World, Write};
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn window() -> TestWindow {
+        let mut w: TestWindow = serde_json::from_value(serde_json::json!({
+            "apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow",
+            "metadata": {"name": "w", "namespace": "shop", "uid": "u1", "generation": 2},
+            "spec": {"ttl": "1h"}
+        }))
+        .unwrap();
+        w.metadata.generation = Some(2);
+        w
+    }
+
+    fn timing(phase: Phase) -> Timing {
+        Timing {
+            opened_at: at("2026-01-01T10:00:00Z"),
+            expires_at: at("2026-01-01T11:00:00Z"),
+            phase,
+            ended_at: phase.is_final().then(|| at("2026-01-01T10:30:00Z")),
+            renewed: false,
+        }
+    }
+
+    fn facts(active: bool) -> WindowFacts {
+        WindowFacts {
+            uid: "u1".into(),
+            name: "w".into(),
+            namespace: "shop".into(),
+            selector: Default::default(),
+            protect: Protect::default(),
+            active,
+            expires_at: at("2026-01-01T11:00:00Z"),
+        }
+    }
+
+    fn settled() -> WindowPlan {
+        WindowPlan {
+            workloads: 1,
+            pods: 1,
+            nodes: 1,
+            pdbs: vec!["api-dg".into()],
+            ..Default::default()
+        }
+    }
+
+    fn pending() -> WindowPlan {
+        WindowPlan {
+            writes: vec![Write::Annotate {
+                target: Target::Pod,
+                name: "api-1".into(),
+                uid: "p1".into(),
+                annotations: Default::default(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn decide(
+        previous: &TestWindowStatus,
+        phase: Phase,
+        plan: &WindowPlan,
+        ok: bool,
+    ) -> TestWindowStatus {
+        let now = at("2026-01-01T10:30:05Z");
+        let active = phase == Phase::Active;
+        next_status(
+            &window(),
+            previous,
+            &timing(phase),
+            &facts(active),
+            plan,
+            &World::default(),
+            ok,
+            now,
+        )
+    }
+
+    fn ready(s: &TestWindowStatus) -> (&str, &str) {
+        let c = s.ready_condition().expect("a Ready condition");
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn an_active_window_is_ready_once_everything_is_written_and_seen() {
+        let s = decide(&Default::default(), Phase::Active, &settled(), true);
+        assert_eq!(ready(&s), ("True", "Protected"));
+        assert_eq!((s.protected.pods, s.protected.nodes), (1, 1));
+        assert_eq!(s.protected.pdbs, vec!["api-dg".to_string()]);
+        assert!(s.ready_at.is_some());
+        assert_eq!(s.observed_generation, Some(2));
+    }
+
+    #[test]
+    fn an_active_window_with_writes_pending_or_failed_is_protecting() {
+        let s = decide(&Default::default(), Phase::Active, &pending(), true);
+        assert_eq!(ready(&s), ("False", "Protecting"));
+        assert!(s.ready_at.is_none());
+        let s = decide(&Default::default(), Phase::Active, &settled(), false);
+        assert_eq!(ready(&s), ("False", "Protecting"));
+    }
+
+    #[test]
+    fn an_ended_window_is_releasing_until_its_release_is_done_then_says_so() {
+        let was = decide(&Default::default(), Phase::Active, &settled(), true);
+        let releasing = decide(&was, Phase::Closed, &pending(), false);
+        assert_eq!(ready(&releasing), ("False", RELEASING));
+        assert!(!releasing.is_released() && releasing.phase.is_final());
+        assert_eq!(releasing.protected, ProtectedSummary::default());
+        assert!(releasing.ended_at.is_some());
+        let released = decide(&releasing, Phase::Closed, &WindowPlan::default(), true);
+        assert_eq!(ready(&released), ("False", "Closed"));
+        assert!(released.is_released());
+        // Ready stayed False: its transition time is the one from when it left True.
+        let t = |s: &TestWindowStatus| s.ready_condition().unwrap().last_transition_time.clone();
+        assert_eq!(t(&released), t(&releasing));
+        // The first Ready is remembered.
+        assert_eq!(released.ready_at, was.ready_at);
+    }
+}

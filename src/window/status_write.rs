@@ -1,0 +1,67 @@
+//! Writing a window's status: server-side apply by the shared field manager, and a fallback
+//! for an installed CRD older than the operator.
+
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+use tracing::warn;
+
+use super::context::Context;
+use super::error::{Error, is_code};
+use crate::resources::names::FIELD_MANAGER;
+use crate::resources::{TestWindow, TestWindowStatus};
+
+/// Set once the operator has warned that the installed CRD lacks status fields.
+static OLD_CRD_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes the status by server-side apply. When the installed CRD is older than this
+/// operator (a field of the status is not in its schema, e.g. after an upgrade: Helm never
+/// upgrades CRDs), apply is refused as a whole; the status is then replaced instead, so the
+/// API server prunes the unknown fields and the rest of the status is still written.
+pub async fn write_status(
+    ctx: &Context,
+    window: &TestWindow,
+    status: &TestWindowStatus,
+) -> Result<(), Error> {
+    let api = ctx.windows(window);
+    let body = json!({
+        "apiVersion": "disruption-guard.io/v1alpha1",
+        "kind": "TestWindow",
+        "status": status,
+    });
+    let applied = api
+        .patch_status(
+            &window.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await;
+    match applied {
+        Err(kube::Error::Api(s)) if s.message.contains("field not declared in schema") => {
+            if !OLD_CRD_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                warn!(
+                    message = %s.message,
+                    "the installed TestWindow CRD is older than this operator; status fields it lacks are dropped: run `disruption-guard crd | kubectl apply --server-side -f -`"
+                );
+            }
+            let mut last = None;
+            for _ in 0..3 {
+                let mut next = api
+                    .get_status(&window.name_any())
+                    .await
+                    .map_err(Error::Status)?;
+                next.status = Some(status.clone());
+                next.metadata.managed_fields = None;
+                match api
+                    .replace_status(&window.name_any(), &PostParams::default(), &next)
+                    .await
+                {
+                    Err(e) if is_code(&e, 409) => last = Some(e),
+                    other => return other.map(drop).map_err(Error::Status),
+                }
+            }
+            Err(Error::Status(last.expect("three conflicts")))
+        }
+        other => other.map(drop).map_err(Error::Status),
+    }
+}
