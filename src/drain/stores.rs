@@ -16,13 +16,14 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 use crate::resources::PodDigest;
-use crate::runtime::{Caches, NodeTrigger};
+use crate::runtime::{Caches, NodeTrigger, PodIndex};
 
 /// Reflector stores the decisions read from.
 #[derive(Clone)]
 pub struct DrainStores {
     pub nodes: Store<Node>,
     pub pods: Store<PodDigest>,
+    pub pod_index: PodIndex,
     pub replica_sets: Store<ReplicaSet>,
     pub deployments: Store<Deployment>,
     pub pdbs: Store<PodDisruptionBudget>,
@@ -54,6 +55,7 @@ impl DrainStores {
         let stores = DrainStores {
             nodes: caches.nodes.clone(),
             pods: caches.pods.clone(),
+            pod_index: caches.pod_index.clone(),
             replica_sets: caches.replica_sets.clone(),
             deployments: caches.deployments.clone(),
             pdbs: caches.pdbs.clone(),

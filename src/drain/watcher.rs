@@ -121,13 +121,18 @@ impl Watcher {
             name: node.metadata.name.clone().unwrap_or_default(),
             uid,
         };
-        let pods = self.stores.pods.state_filter(|p| {
-            p.node_name() == Some(node_ref.name.as_str())
-                && p.metadata
+        let pods: Vec<_> = self
+            .stores
+            .pod_index
+            .on_node(&self.stores.pods, &node_ref.name)
+            .into_iter()
+            .filter(|p| {
+                p.metadata
                     .namespace
                     .as_deref()
                     .is_some_and(|ns| self.in_scope(ns))
-        });
+            })
+            .collect();
         for pod in pods {
             match self.decide_from_stores(&node_ref, &pod.to_pod()) {
                 Decision::Ignore | Decision::AlreadyRolledOut => {}

@@ -33,6 +33,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+use super::pod_index::{PodIndex, PodIndexer};
 use crate::k8s::fields::keep_own_entries;
 use crate::k8s::trim;
 use crate::resources::PodDigest;
@@ -53,6 +54,8 @@ pub enum NodeTrigger {
 #[derive(Clone)]
 pub struct Caches {
     pub pods: Store<PodDigest>,
+    /// The pods of each namespace and of each node.
+    pub pod_index: PodIndex,
     pub nodes: Store<Node>,
     pub replica_sets: Store<ReplicaSet>,
     pub deployments: Store<Deployment>,
@@ -99,12 +102,15 @@ impl Caches {
             .default_backoff()
             .modify(PodDigest::trim)
             .reflect(writer);
+        let mut indexer = PodIndexer::default();
+        let pod_index = indexer.index();
         let pod_task = fan_out(
             "pods",
             stream,
             pods.clone(),
             pods_tx,
             drain.clone(),
+            move |event| indexer.apply(event),
             |event| match event {
                 watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
                     pod.node_name().map(|n| NodeTrigger::Node(n.to_string()))
@@ -125,6 +131,7 @@ impl Caches {
             nodes.clone(),
             nodes_tx,
             drain.clone(),
+            |_| {},
             |event| match event {
                 watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
                     n.metadata.name.clone().map(NodeTrigger::Node)
@@ -186,6 +193,7 @@ impl Caches {
         };
         let caches = Caches {
             pods,
+            pod_index,
             nodes,
             replica_sets,
             deployments,
@@ -274,14 +282,16 @@ fn list_in_small_pages() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE)
 }
 
-/// Drives one watch: hands each changed object (the stored `Arc`, or the last state of a
-/// deleted one) to the window controller and its trigger to the drain watcher.
+/// Drives one watch: shows each event to `index` (after the store took it, before anything is
+/// handed on), hands each changed object (the stored `Arc`, or the last state of a deleted
+/// one) to the window controller and its trigger to the drain watcher.
 fn fan_out<K, S>(
     name: &'static str,
     stream: S,
     store: Store<K>,
     window: UnboundedSender<Arc<K>>,
     drain: UnboundedSender<NodeTrigger>,
+    mut index: impl FnMut(&watcher::Event<K>) + Send + 'static,
     to_trigger: impl Fn(&watcher::Event<K>) -> Option<NodeTrigger> + Send + 'static,
 ) -> JoinHandle<()>
 where
@@ -302,6 +312,7 @@ where
                     continue;
                 }
             };
+            index(&event);
             if let Some(trigger) = to_trigger(&event) {
                 // A closed receiver means its consumer stopped (shutdown): nothing to do.
                 let _ = drain.send(trigger);

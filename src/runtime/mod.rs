@@ -16,11 +16,13 @@ pub mod caches;
 pub mod connection;
 pub mod leader;
 pub mod memory;
+pub mod pod_index;
 pub mod readiness;
 pub mod shutdown;
 
 pub use caches::{Caches, NodeTrigger};
 pub use leader::Leadership;
+pub use pod_index::PodIndex;
 pub use readiness::Readiness;
 
 /// What every component shares; cheap to clone.

@@ -18,13 +18,14 @@ use super::apply::Writer;
 use super::plan::World;
 use super::{WindowArgs, WindowMetrics};
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
-use crate::runtime::Runtime;
+use crate::runtime::{PodIndex, Runtime};
 
 /// Reflector stores of everything the planner reads.
 #[derive(Clone)]
 pub struct WindowStores {
     pub windows: Store<TestWindow>,
     pub pods: Store<PodDigest>,
+    pub pod_index: PodIndex,
     pub nodes: Store<Node>,
     pub pdbs: Store<PodDisruptionBudget>,
     pub replica_sets: Store<ReplicaSet>,
@@ -67,7 +68,7 @@ impl Context {
     pub fn world(&self, ns: &str) -> World {
         let s = &self.stores;
         World {
-            pods: in_ns(s.pods.state(), ns),
+            pods: s.pod_index.in_namespace(&s.pods, ns),
             replica_sets: in_ns(s.replica_sets.state(), ns),
             deployments: in_ns(s.deployments.state(), ns),
             stateful_sets: in_ns(s.stateful_sets.state(), ns),

@@ -56,7 +56,7 @@ use crate::resources::TestWindow;
 use crate::runtime::Runtime;
 use crate::runtime::caches::{Caches, ChangeFeed};
 use context::{Context, WindowStores};
-use triggers::{NodeChanges, PdbTriggers, windows_for, windows_on_node};
+use triggers::{NodeChanges, PdbTriggers, windows_for, windows_of_pods};
 
 /// Flags of the window controller.
 #[derive(Debug, Clone, Args)]
@@ -178,6 +178,7 @@ pub async fn run(
     });
     let node_windows = windows.clone();
     let (node_pods, node_store) = (pods.clone(), nodes.clone());
+    let node_index = caches.pod_index.clone();
     let mut node_changes = NodeChanges::default();
     let node_triggers = receive(feed.nodes).flat_map(move |node| {
         let name = node.metadata.name.clone().unwrap_or_default();
@@ -190,7 +191,10 @@ pub async fn run(
                 &BTreeMap::new(),
                 &window_uids(&node.metadata),
             );
-            refs.extend(windows_on_node(&node_windows, &node_pods, Some(&name)));
+            refs.extend(windows_of_pods(
+                &node_windows,
+                &node_index.on_node(&node_pods, &name),
+            ));
         }
         futures::stream::iter(refs)
     });
@@ -220,6 +224,7 @@ pub async fn run(
             claim_store = Some(reader);
             let windows = windows.clone();
             let pods = pods.clone();
+            let index = caches.pod_index.clone();
             watcher(
                 Api::<DynamicObject>::all_with(client.clone(), ar),
                 cfg.clone(),
@@ -241,7 +246,9 @@ pub async fn run(
                     &BTreeMap::new(),
                     &window_uids(&claim.metadata),
                 );
-                refs.extend(windows_on_node(&windows, &pods, node.as_deref()));
+                if let Some(node) = node {
+                    refs.extend(windows_of_pods(&windows, &index.on_node(&pods, &node)));
+                }
                 futures::stream::iter(refs)
             })
             .boxed()
@@ -252,6 +259,7 @@ pub async fn run(
     let stores = WindowStores {
         windows: windows.clone(),
         pods: pods.clone(),
+        pod_index: caches.pod_index.clone(),
         nodes: nodes.clone(),
         pdbs: caches.pdbs.clone(),
         replica_sets: caches.replica_sets.clone(),

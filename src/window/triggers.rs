@@ -5,6 +5,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -77,15 +78,13 @@ pub fn windows_for(
         .collect()
 }
 
-/// Windows selecting a pod that runs on `node`.
-pub fn windows_on_node(
+/// Windows selecting one of `pods` (the pods of a node).
+pub fn windows_of_pods(
     windows: &Store<TestWindow>,
-    pods: &Store<PodDigest>,
-    node: Option<&str>,
+    pods: &[Arc<PodDigest>],
 ) -> Vec<ObjectRef<TestWindow>> {
-    let Some(node) = node else { return vec![] };
     let mut refs = vec![];
-    for pod in pods.state_filter(|p| p.node_name() == Some(node)) {
+    for pod in pods {
         refs.extend(windows_for(
             windows,
             pod.metadata.namespace.as_deref(),

@@ -1,0 +1,226 @@
+//! The pod cache's indexes: the pods of each namespace and of each node, so a reconcile reads
+//! only its namespace's pods and a node change only that node's, instead of scanning every pod
+//! in the cluster.
+//!
+//! The index holds references; the pods themselves stay in the reflector store. It is kept by
+//! the pod watch's task from the same events as the store, after the store: a reader that
+//! finds a reference whose pod is gone skips it, and a pod that is not indexed yet is handed on
+//! (to the window controller and the drain watcher) only after it is.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+
+use crate::resources::PodDigest;
+
+/// Where one pod is indexed.
+#[derive(Clone, PartialEq, Eq)]
+struct Place {
+    namespace: String,
+    node: Option<String>,
+}
+
+#[derive(Default)]
+struct Index {
+    by_namespace: HashMap<String, HashSet<ObjectRef<PodDigest>>>,
+    by_node: HashMap<String, HashSet<ObjectRef<PodDigest>>>,
+    places: HashMap<ObjectRef<PodDigest>, Place>,
+}
+
+impl Index {
+    fn insert(&mut self, pod: &PodDigest) {
+        let key = ObjectRef::from_obj(pod);
+        let place = Place {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            node: pod.node_name().map(str::to_string),
+        };
+        if self.places.get(&key) == Some(&place) {
+            return;
+        }
+        self.remove(&key);
+        self.by_namespace
+            .entry(place.namespace.clone())
+            .or_default()
+            .insert(key.clone());
+        if let Some(node) = &place.node {
+            self.by_node
+                .entry(node.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.places.insert(key, place);
+    }
+
+    fn remove(&mut self, key: &ObjectRef<PodDigest>) {
+        let Some(place) = self.places.remove(key) else {
+            return;
+        };
+        drop_from(&mut self.by_namespace, &place.namespace, key);
+        if let Some(node) = &place.node {
+            drop_from(&mut self.by_node, node, key);
+        }
+    }
+}
+
+fn drop_from(
+    map: &mut HashMap<String, HashSet<ObjectRef<PodDigest>>>,
+    at: &str,
+    key: &ObjectRef<PodDigest>,
+) {
+    if let Some(set) = map.get_mut(at) {
+        set.remove(key);
+        if set.is_empty() {
+            map.remove(at);
+        }
+    }
+}
+
+/// The indexes, shared by the caches' readers; cheap to clone.
+#[derive(Clone, Default)]
+pub struct PodIndex {
+    current: Arc<RwLock<Index>>,
+}
+
+/// Keeps a [`PodIndex`] from the pod watch's events; owned by the watch's task.
+#[derive(Default)]
+pub struct PodIndexer {
+    index: PodIndex,
+    /// The index being rebuilt by a re-list, swapped in when it completes (as the store does).
+    relisting: Option<Index>,
+}
+
+impl PodIndexer {
+    /// The index this indexer keeps.
+    pub fn index(&self) -> PodIndex {
+        self.index.clone()
+    }
+
+    /// Applies one watch event.
+    pub fn apply(&mut self, event: &watcher::Event<PodDigest>) {
+        match event {
+            watcher::Event::Apply(pod) => self.index.write().insert(pod),
+            watcher::Event::Delete(pod) => self.index.write().remove(&ObjectRef::from_obj(pod)),
+            watcher::Event::Init => self.relisting = Some(Index::default()),
+            watcher::Event::InitApply(pod) => self
+                .relisting
+                .get_or_insert_with(Index::default)
+                .insert(pod),
+            watcher::Event::InitDone => {
+                if let Some(fresh) = self.relisting.take() {
+                    *self.index.write() = fresh;
+                }
+            }
+        }
+    }
+}
+
+impl PodIndex {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Index> {
+        self.current.write().expect("pod index lock")
+    }
+
+    fn refs(
+        &self,
+        pick: impl Fn(&Index) -> Option<&HashSet<ObjectRef<PodDigest>>>,
+    ) -> Vec<ObjectRef<PodDigest>> {
+        let index = self.current.read().expect("pod index lock");
+        pick(&index)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The pods of `namespace`, from `store`.
+    pub fn in_namespace(&self, store: &Store<PodDigest>, namespace: &str) -> Vec<Arc<PodDigest>> {
+        let refs = self.refs(|i| i.by_namespace.get(namespace));
+        refs.iter().filter_map(|r| store.get(r)).collect()
+    }
+
+    /// The pods bound to `node`, from `store`.
+    pub fn on_node(&self, store: &Store<PodDigest>, node: &str) -> Vec<Arc<PodDigest>> {
+        let refs = self.refs(|i| i.by_node.get(node));
+        refs.iter().filter_map(|r| store.get(r)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector;
+
+    fn pod(ns: &str, name: &str, node: Option<&str>) -> PodDigest {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}")},
+            "spec": {"nodeName": node},
+        }))
+        .unwrap()
+    }
+
+    /// A store and an index fed the same events, as the pod watch feeds them.
+    fn feed(events: Vec<watcher::Event<PodDigest>>) -> (Store<PodDigest>, PodIndex) {
+        let (store, mut writer) = reflector::store();
+        let mut indexer = PodIndexer::default();
+        for e in events {
+            writer.apply_watcher_event(&e);
+            indexer.apply(&e);
+        }
+        (store, indexer.index())
+    }
+
+    fn names(pods: Vec<Arc<PodDigest>>) -> Vec<String> {
+        let mut n: Vec<String> = pods
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn pods_are_found_by_namespace_and_by_node() {
+        use watcher::Event::*;
+        let (store, index) = feed(vec![
+            Init,
+            InitApply(pod("shop", "a", Some("n1"))),
+            InitApply(pod("shop", "b", None)),
+            InitApply(pod("ci", "c", Some("n1"))),
+            InitDone,
+        ]);
+        assert_eq!(names(index.in_namespace(&store, "shop")), ["a", "b"]);
+        assert_eq!(names(index.on_node(&store, "n1")), ["a", "c"]);
+        assert!(index.on_node(&store, "n2").is_empty());
+    }
+
+    #[test]
+    fn a_pod_bound_later_or_deleted_moves_or_leaves_the_index() {
+        use watcher::Event::*;
+        let (store, index) = feed(vec![
+            Init,
+            InitApply(pod("shop", "a", None)),
+            InitDone,
+            Apply(pod("shop", "a", Some("n2"))),
+            Apply(pod("shop", "b", Some("n2"))),
+            Delete(pod("shop", "b", Some("n2"))),
+        ]);
+        assert_eq!(names(index.on_node(&store, "n2")), ["a"]);
+        assert_eq!(names(index.in_namespace(&store, "shop")), ["a"]);
+    }
+
+    #[test]
+    fn a_relist_replaces_the_index_so_pods_deleted_meanwhile_go() {
+        use watcher::Event::*;
+        let (store, index) = feed(vec![
+            Init,
+            InitApply(pod("shop", "a", Some("n1"))),
+            InitApply(pod("shop", "gone", Some("n1"))),
+            InitDone,
+            Init,
+            InitApply(pod("shop", "a", Some("n1"))),
+            InitDone,
+        ]);
+        assert_eq!(names(index.on_node(&store, "n1")), ["a"]);
+        let index = index.current.read().unwrap();
+        assert_eq!(index.places.len(), 1);
+    }
+}
