@@ -346,7 +346,7 @@ async fn a_retried_open_with_one_idempotency_key_yields_one_window_even_when_con
         // The body field works like the header.
         let resp = http
             .post(&url)
-            .json(&json!({"idempotencyKey": "ci-run-1"}))
+            .json(&json!({"selector": "app=web", "reason": "retry", "idempotencyKey": "ci-run-1"}))
             .send()
             .await
             .unwrap();
@@ -355,6 +355,78 @@ async fn a_retried_open_with_one_idempotency_key_yields_one_window_even_when_con
         assert_eq!(body["name"], name.as_str());
 
         assert_eq!(windows_in(&client, &ns).await.len(), 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_idempotency_key_reused_with_another_request_is_a_422_naming_the_key() {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let http = http();
+        let url = windows_url(&op, &ns);
+        let open = |body: Value| {
+            http.post(&url)
+                .header("Idempotency-Key", "ci-run-7")
+                .json(&body)
+                .send()
+        };
+        let first = open(json!({"selector": "app=web", "ttl": "30m", "reason": "e2e"}))
+            .await
+            .unwrap();
+        assert_eq!(first.status(), StatusCode::CREATED);
+        let name = first.json::<Value>().await.unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+
+        // The same request spelled another way is a retry.
+        let again = open(json!({
+            "selector": {"matchLabels": {"app": "web"}}, "ttl": "1800s", "reason": "e2e",
+            "idempotencyKey": "ignored-the-header-wins"
+        }))
+        .await
+        .unwrap();
+        assert_eq!(again.status(), StatusCode::OK);
+        assert_eq!(again.json::<Value>().await.unwrap()["name"], name.as_str());
+
+        for (what, body) in [
+            (
+                "another selector",
+                json!({"selector": "app=api", "ttl": "30m", "reason": "e2e"}),
+            ),
+            (
+                "another ttl",
+                json!({"selector": "app=web", "ttl": "20m", "reason": "e2e"}),
+            ),
+            (
+                "another reason",
+                json!({"selector": "app=web", "ttl": "30m", "reason": "other"}),
+            ),
+        ] {
+            let resp = open(body).await.unwrap();
+            assert_eq!(resp.status().as_u16(), 422, "{what}");
+            let problem: Value = resp.json().await.unwrap();
+            assert_eq!(
+                problem["type"], "https://disruption-guard.io/problems/idempotency-key-reused",
+                "{what}"
+            );
+            let detail = problem["detail"].as_str().unwrap();
+            assert!(
+                detail.contains("Idempotency-Key: \"ci-run-7\""),
+                "{what}: {detail}"
+            );
+            assert!(
+                detail.contains(&name),
+                "{what}: the detail names the window: {detail}"
+            );
+        }
+        let resp = open(json!({"selector": "app=api"})).await.unwrap();
+        assert_problem(resp, 422, "ci-run-7", "the problem is problem+json").await;
+
+        let windows = windows_in(&client, &ns).await;
+        assert_eq!(windows.len(), 1, "no second window");
+        assert_eq!(windows[0].spec.reason, "e2e", "the window is unchanged");
     })
     .await;
 }
