@@ -432,6 +432,81 @@ async fn an_idempotency_key_reused_with_another_request_is_a_422_naming_the_key(
 }
 
 #[tokio::test]
+async fn a_client_is_its_identity_or_behind_a_trusted_proxy_its_forwarded_address() {
+    with_namespace(|_client, ns| async move {
+        // Behind a trusted proxy (the test's loopback), X-Forwarded-For names the client.
+        let op = Operator::start(
+            &ns,
+            &["--rate-limit=0.01", "--rate-burst=2", "--trusted-proxies=127.0.0.0/8"],
+        )
+        .await;
+        let http = http();
+        let list = |xff: &'static str| {
+            http.get(windows_url(&op, &ns))
+                .header("X-Forwarded-For", xff)
+                .send()
+        };
+        let mut statuses = vec![];
+        for _ in 0..3 {
+            statuses.push(list("203.0.113.1").await.unwrap().status().as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 429], "one forwarded client's bucket");
+        assert_eq!(list("203.0.113.2").await.unwrap().status(), StatusCode::OK, "another's");
+        drop(op);
+
+        // Not trusted: the header is ignored, the peer is the client.
+        let op = Operator::start(&ns, &["--rate-limit=0.01", "--rate-burst=2"]).await;
+        let forged = |xff: &'static str| {
+            http.get(windows_url(&op, &ns))
+                .header("X-Forwarded-For", xff)
+                .send()
+        };
+        assert_eq!(forged("203.0.113.1").await.unwrap().status(), StatusCode::OK);
+        assert_eq!(forged("203.0.113.2").await.unwrap().status(), StatusCode::OK);
+        assert_eq!(
+            forged("203.0.113.3").await.unwrap().status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "a client cannot pick its own bucket"
+        );
+        drop(op);
+
+        // Authenticated: two static tokens from one address have a bucket each.
+        let tokens_file = std::env::temp_dir().join(format!("{ns}-rate-tokens.yaml"));
+        std::fs::write(
+            &tokens_file,
+            format!(
+                "tokens:\n  - name: job-a\n    token: static-token-aaaaaaaaaa\n    namespaces: [{ns}]\n  \
+                 - name: job-b\n    token: static-token-bbbbbbbbbb\n    namespaces: [{ns}]\n"
+            ),
+        )
+        .unwrap();
+        let op = Operator::start_with(
+            &ns,
+            vec![
+                format!("--namespaces={ns}"),
+                format!("--static-tokens-file={}", tokens_file.display()),
+                "--rate-limit=0.01".into(),
+                "--rate-burst=2".into(),
+            ],
+        )
+        .await;
+        let as_job = |token: &'static str| http.get(windows_url(&op, &ns)).bearer_auth(token).send();
+        let mut statuses = vec![];
+        for _ in 0..3 {
+            statuses.push(as_job("static-token-aaaaaaaaaa").await.unwrap().status().as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 429], "job a's bucket");
+        assert_eq!(
+            as_job("static-token-bbbbbbbbbb").await.unwrap().status(),
+            StatusCode::OK,
+            "job b has its own bucket at the same address"
+        );
+        let _ = std::fs::remove_file(&tokens_file);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_openapi_document_served_and_printed_equals_docs_openapi_json() {
     with_namespace(|_client, ns| async move {
         let committed =
