@@ -60,7 +60,7 @@ function guardFailure(err) {
   return err instanceof CallError && (err.status === 0 || err.status === 429 || err.status >= 500);
 }
 
-async function attempt(method, url, token, body) {
+async function attempt(method, url, token, body, timeoutMs) {
   let res;
   let text;
   try {
@@ -72,7 +72,8 @@ async function attempt(method, url, token, body) {
         accept: 'application/json, application/problem+json',
       },
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(11 * 60 * 1000),
+      // A request to a replica that is gone may never be answered: abandon it and retry.
+      signal: AbortSignal.timeout(timeoutMs),
     });
     text = await res.text();
   } catch (err) {
@@ -90,12 +91,13 @@ async function attempt(method, url, token, body) {
   return json;
 }
 
-// One API call, retried while the guard hiccups, for at most `retryForMs` in total.
-async function call(method, url, token, body, retryForMs = 120000) {
+// One API call, retried while the guard hiccups, for at most `retryForMs` in total; each attempt
+// is abandoned after `timeoutMs` (longer than the `?wait=true` timeout it asks for).
+async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 90000) {
   const started = Date.now();
   for (let failures = 1; ; failures += 1) {
     try {
-      return await attempt(method, url, token, body);
+      return await attempt(method, url, token, body, timeoutMs);
     } catch (err) {
       if (!(err instanceof CallError)) throw err;
       const wait = retryDelay({

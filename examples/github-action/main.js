@@ -28,7 +28,7 @@ async function main() {
   const url = `${server}/v1/namespaces/${encodeURIComponent(namespace)}/windows?wait=true&timeout=${encodeURIComponent(timeout)}`;
   let window;
   try {
-    window = await call('POST', url, token, body, retryFor);
+    window = await call('POST', url, token, body, retryFor, durationMs(timeout) + 30000);
   } catch (err) {
     if (!(input('fail-open') === 'true' && guardFailure(err))) throw err;
     // A window that was opened but not Ready in time is still closed by post.

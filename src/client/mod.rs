@@ -108,6 +108,9 @@ pub enum Backend {
     Kube(Windows),
 }
 
+/// Longest a single request may take before it is abandoned (and retried).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The HTTP API at a base URL, with an optional bearer token; every request is retried under
 /// its [`RetryPolicy`].
 #[derive(Clone)]
@@ -124,7 +127,9 @@ impl HttpBackend {
         // The rustls provider must be chosen once per process before an HTTPS client exists.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(660))
+            // No call of the client waits on the server (waits poll), so an answer that takes
+            // longer is a connection to a replica that is gone: give up on it and retry.
+            .timeout(REQUEST_TIMEOUT)
             .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("disruption-guard/", env!("CARGO_PKG_VERSION")))
             .build()
