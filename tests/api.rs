@@ -346,7 +346,7 @@ async fn a_retried_open_with_one_idempotency_key_yields_one_window_even_when_con
         // The body field works like the header.
         let resp = http
             .post(&url)
-            .json(&json!({"idempotencyKey": "ci-run-1"}))
+            .json(&json!({"selector": "app=web", "reason": "retry", "idempotencyKey": "ci-run-1"}))
             .send()
             .await
             .unwrap();
@@ -355,6 +355,153 @@ async fn a_retried_open_with_one_idempotency_key_yields_one_window_even_when_con
         assert_eq!(body["name"], name.as_str());
 
         assert_eq!(windows_in(&client, &ns).await.len(), 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_idempotency_key_reused_with_another_request_is_a_422_naming_the_key() {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let http = http();
+        let url = windows_url(&op, &ns);
+        let open = |body: Value| {
+            http.post(&url)
+                .header("Idempotency-Key", "ci-run-7")
+                .json(&body)
+                .send()
+        };
+        let first = open(json!({"selector": "app=web", "ttl": "30m", "reason": "e2e"}))
+            .await
+            .unwrap();
+        assert_eq!(first.status(), StatusCode::CREATED);
+        let name = first.json::<Value>().await.unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+
+        // The same request spelled another way is a retry.
+        let again = open(json!({
+            "selector": {"matchLabels": {"app": "web"}}, "ttl": "1800s", "reason": "e2e",
+            "idempotencyKey": "ignored-the-header-wins"
+        }))
+        .await
+        .unwrap();
+        assert_eq!(again.status(), StatusCode::OK);
+        assert_eq!(again.json::<Value>().await.unwrap()["name"], name.as_str());
+
+        for (what, body) in [
+            (
+                "another selector",
+                json!({"selector": "app=api", "ttl": "30m", "reason": "e2e"}),
+            ),
+            (
+                "another ttl",
+                json!({"selector": "app=web", "ttl": "20m", "reason": "e2e"}),
+            ),
+            (
+                "another reason",
+                json!({"selector": "app=web", "ttl": "30m", "reason": "other"}),
+            ),
+        ] {
+            let resp = open(body).await.unwrap();
+            assert_eq!(resp.status().as_u16(), 422, "{what}");
+            let problem: Value = resp.json().await.unwrap();
+            assert_eq!(
+                problem["type"], "https://disruption-guard.io/problems/idempotency-key-reused",
+                "{what}"
+            );
+            let detail = problem["detail"].as_str().unwrap();
+            assert!(
+                detail.contains("Idempotency-Key: \"ci-run-7\""),
+                "{what}: {detail}"
+            );
+            assert!(
+                detail.contains(&name),
+                "{what}: the detail names the window: {detail}"
+            );
+        }
+        let resp = open(json!({"selector": "app=api"})).await.unwrap();
+        assert_problem(resp, 422, "ci-run-7", "the problem is problem+json").await;
+
+        let windows = windows_in(&client, &ns).await;
+        assert_eq!(windows.len(), 1, "no second window");
+        assert_eq!(windows[0].spec.reason, "e2e", "the window is unchanged");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_is_its_identity_or_behind_a_trusted_proxy_its_forwarded_address() {
+    with_namespace(|_client, ns| async move {
+        // Behind a trusted proxy (the test's loopback), X-Forwarded-For names the client.
+        let op = Operator::start(
+            &ns,
+            &["--rate-limit=0.01", "--rate-burst=2", "--trusted-proxies=127.0.0.0/8"],
+        )
+        .await;
+        let http = http();
+        let list = |xff: &'static str| {
+            http.get(windows_url(&op, &ns))
+                .header("X-Forwarded-For", xff)
+                .send()
+        };
+        let mut statuses = vec![];
+        for _ in 0..3 {
+            statuses.push(list("203.0.113.1").await.unwrap().status().as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 429], "one forwarded client's bucket");
+        assert_eq!(list("203.0.113.2").await.unwrap().status(), StatusCode::OK, "another's");
+        drop(op);
+
+        // Not trusted: the header is ignored, the peer is the client.
+        let op = Operator::start(&ns, &["--rate-limit=0.01", "--rate-burst=2"]).await;
+        let forged = |xff: &'static str| {
+            http.get(windows_url(&op, &ns))
+                .header("X-Forwarded-For", xff)
+                .send()
+        };
+        assert_eq!(forged("203.0.113.1").await.unwrap().status(), StatusCode::OK);
+        assert_eq!(forged("203.0.113.2").await.unwrap().status(), StatusCode::OK);
+        assert_eq!(
+            forged("203.0.113.3").await.unwrap().status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "a client cannot pick its own bucket"
+        );
+        drop(op);
+
+        // Authenticated: two static tokens from one address have a bucket each.
+        let tokens_file = std::env::temp_dir().join(format!("{ns}-rate-tokens.yaml"));
+        std::fs::write(
+            &tokens_file,
+            format!(
+                "tokens:\n  - name: job-a\n    token: static-token-aaaaaaaaaa\n    namespaces: [{ns}]\n  \
+                 - name: job-b\n    token: static-token-bbbbbbbbbb\n    namespaces: [{ns}]\n"
+            ),
+        )
+        .unwrap();
+        let op = Operator::start_with(
+            &ns,
+            vec![
+                format!("--namespaces={ns}"),
+                format!("--static-tokens-file={}", tokens_file.display()),
+                "--rate-limit=0.01".into(),
+                "--rate-burst=2".into(),
+            ],
+        )
+        .await;
+        let as_job = |token: &'static str| http.get(windows_url(&op, &ns)).bearer_auth(token).send();
+        let mut statuses = vec![];
+        for _ in 0..3 {
+            statuses.push(as_job("static-token-aaaaaaaaaa").await.unwrap().status().as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 429], "job a's bucket");
+        assert_eq!(
+            as_job("static-token-bbbbbbbbbb").await.unwrap().status(),
+            StatusCode::OK,
+            "job b has its own bucket at the same address"
+        );
+        let _ = std::fs::remove_file(&tokens_file);
     })
     .await;
 }

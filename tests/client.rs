@@ -126,12 +126,30 @@ async fn failures_have_meaningful_exit_codes_and_messages_on_stderr() {
         assert_eq!(out.status.code(), Some(65), "invalid ttl");
         assert!(String::from_utf8_lossy(&out.stderr).contains("ttl"));
 
+        let started = std::time::Instant::now();
         let out = client(&op, &ns)
             .env("DISRUPTION_GUARD_SERVER", "http://127.0.0.1:9")
-            .args(["list"])
+            .args(["list", "--retry-for", "2s"])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(69), "unreachable server");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "unreachable server: {stderr}");
+        assert!(stderr.contains("retrying in"), "it retried: {stderr}");
+        assert!(stderr.contains("giving up after"), "{stderr}");
+        assert!(
+            started.elapsed() >= Duration::from_millis(1500)
+                && started.elapsed() < Duration::from_secs(20),
+            "bounded by --retry-for: {:?}",
+            started.elapsed()
+        );
+
+        let out = client(&op, &ns)
+            .env("DISRUPTION_GUARD_SERVER", "http://127.0.0.1:9")
+            .args(["list", "--retry-for", "0s"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(69), "one attempt");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("retrying"));
 
         let out = Command::new(binary())
             .env_clear()
@@ -404,6 +422,160 @@ async fn a_sigterm_while_run_waits_for_ready_closes_the_window_and_runs_nothing(
             "the follower wrote no status: {:?}",
             w.status
         );
+    })
+    .await;
+}
+
+/// The expiry a renewal last set on the window, if any.
+async fn expires_at(kube: &Client, ns: &str, name: &str) -> Option<jiff::Timestamp> {
+    window(kube, ns, name).await.spec.expires_at.map(|t| t.0)
+}
+
+// Needs the window controller: Ready before the command, the release after the close.
+#[tokio::test]
+async fn run_survives_operator_restarts_in_the_middle_and_still_renews_and_closes_once_the_controller_runs()
+ {
+    with_namespace(|kube, ns| async move {
+        let mut op = Operator::start(&ns, &[]).await;
+        let (seen, go, done) = (
+            scratch(&ns, "window"),
+            scratch(&ns, "go"),
+            scratch(&ns, "done"),
+        );
+        let child = client(&op, &ns)
+            .env("SEEN", &seen)
+            .env("GO", &go)
+            .env("DONE", &done)
+            .args([
+                "run",
+                "--ttl",
+                "10m",
+                "--heartbeat",
+                "1s",
+                "--wait-timeout",
+                "60s",
+            ])
+            .args(["--retry-for", "60s", "--"])
+            .args([
+                "sh",
+                "-c",
+                "echo \"$DISRUPTION_GUARD_WINDOW\" > \"$SEEN\"; \
+                 while [ ! -e \"$GO\" ]; do sleep 0.1; done; echo done > \"$DONE\"",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait::until("the command to start", Duration::from_secs(60), || async {
+            std::fs::read_to_string(&seen).is_ok_and(|s| !s.trim().is_empty())
+        })
+        .await;
+        let name = std::fs::read_to_string(&seen).unwrap().trim().to_string();
+
+        // A rolling update while the command runs: the operator is gone for a few seconds, so
+        // renewals fail and are retried; it comes back and the next renewal goes through.
+        assert!(op.stop().success(), "the operator exits cleanly on SIGTERM");
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        op.restart().await;
+        let before = expires_at(&kube, &ns, &name).await;
+        wait::until(
+            "a renewal after the restart",
+            Duration::from_secs(30),
+            || async { expires_at(&kube, &ns, &name).await > before },
+        )
+        .await;
+
+        // Another one while the command ends: the close waits for the operator to come back.
+        assert!(op.stop().success());
+        std::fs::write(&go, "").unwrap();
+        wait::until("the command to end", Duration::from_secs(10), || async {
+            done.exists()
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            !window(&kube, &ns, &name).await.spec.closed,
+            "nobody could close it yet"
+        );
+        op.restart().await;
+
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "the job does not fail: {stderr}"
+        );
+        assert!(stderr.contains("is Ready"), "{stderr}");
+        assert!(
+            stderr.contains("retrying in"),
+            "calls were retried: {stderr}"
+        );
+        assert!(
+            !stderr.lines().any(|l| l.starts_with("error:")),
+            "nothing failed for good: {stderr}"
+        );
+        assert!(!stderr.contains("not yet released"), "{stderr}");
+        assert!(
+            stdout(&out).contains(&format!("window {ns}/{name}")),
+            "the report is printed"
+        );
+        let tw = window(&kube, &ns, &name).await;
+        assert!(tw.spec.closed, "run closed its window: {stderr}");
+        assert!(
+            disruption_guard::api::windows::is_released(&tw),
+            "{:?}",
+            tw.status
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn run_with_fail_open_runs_the_command_unprotected_when_the_guard_is_unreachable() {
+    with_namespace(|_kube, ns| async move {
+        let unreachable = |fail_open: Option<&str>| {
+            let mut cmd = Command::new(binary());
+            cmd.env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("DISRUPTION_GUARD_SERVER", "http://127.0.0.1:9")
+                .env("DISRUPTION_GUARD_NAMESPACE", &ns)
+                .env("GITHUB_ACTIONS", "true");
+            if let Some(v) = fail_open {
+                cmd.env("DISRUPTION_GUARD_FAIL_OPEN", v);
+            }
+            cmd.args(["run", "--retry-for", "1s", "--"]).args([
+                "sh",
+                "-c",
+                "echo \"unprotected=$DISRUPTION_GUARD_UNPROTECTED window=$DISRUPTION_GUARD_WINDOW\"; exit 4",
+            ]);
+            cmd.output().unwrap()
+        };
+
+        let out = unreachable(None);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "off by default: {stderr}");
+        assert!(stdout(&out).is_empty(), "the command did not run");
+
+        let out = unreachable(Some("true"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "the command's code: {stderr}");
+        assert_eq!(stdout(&out), "unprotected=1 window=\n");
+        assert!(stderr.contains("WITHOUT PROTECTION"), "{stderr}");
+        assert!(
+            stderr.contains("::warning title=disruption-guard: running unprotected::"),
+            "{stderr}"
+        );
+
+        // --fail-open is for the guard being down, not for being refused.
+        let op = Operator::start_with(&ns, vec![format!("--namespaces={ns}")]).await;
+        let out = client(&op, &ns)
+            .args(["run", "--fail-open", "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(77), "no token: {}", String::from_utf8_lossy(&out.stderr));
     })
     .await;
 }

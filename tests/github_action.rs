@@ -123,3 +123,72 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
     })
     .await;
 }
+
+#[test]
+fn the_actions_retry_and_fail_open_helpers_pass_their_node_unit_tests() {
+    let out = Command::new("node")
+        .arg("--test")
+        .arg(repo_root().join("examples/github-action/lib.test.js"))
+        .output()
+        .expect("node (Node.js) runs the action's unit tests");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// With the guard unreachable past `retry-for`, `main` fails the job, unless `fail-open` is
+/// set: then it retries, warns and lets the job go on, and `post` has nothing to close.
+#[test]
+fn the_action_retries_an_unreachable_guard_then_fails_or_with_fail_open_goes_on_unprotected() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gha-fail-open");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (state, output) = (dir.join("state"), dir.join("output"));
+    let step = |fail_open: &str| {
+        std::fs::write(&state, "").unwrap();
+        std::fs::write(&output, "").unwrap();
+        let started = std::time::Instant::now();
+        let out = node_step(
+            "main.js",
+            &[
+                ("INPUT_SERVER", "http://127.0.0.1:9".to_string()),
+                ("INPUT_TOKEN", "t".to_string()),
+                ("INPUT_NAMESPACE", "shop".to_string()),
+                ("INPUT_RETRY-FOR", "2s".to_string()),
+                ("INPUT_FAIL-OPEN", fail_open.to_string()),
+                ("GITHUB_STATE", state.display().to_string()),
+                ("GITHUB_OUTPUT", output.display().to_string()),
+            ],
+        );
+        (out, started.elapsed())
+    };
+
+    let (out, took) = step("false");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("::error::"), "{stdout}");
+    assert!(stdout.contains("retrying in"), "it retried: {stdout}");
+    assert!(
+        took >= Duration::from_millis(1500),
+        "within retry-for: {took:?}"
+    );
+
+    let (out, _) = step("true");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("::warning title=disruption-guard: running unprotected::"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&output).unwrap(),
+        "protected=false\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&state).unwrap(),
+        "",
+        "nothing for post to close"
+    );
+}

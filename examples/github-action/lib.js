@@ -13,24 +13,108 @@ function appendTo(fileVar, key, value) {
   if (file) fs.appendFileSync(file, `${key}=${value}\n`);
 }
 
-async function call(method, url, token, body) {
-  const res = await fetch(url, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, application/problem+json',
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
+// A Go duration such as 90s, 2m or 1h30m, in milliseconds; '0' is 0.
+function durationMs(text) {
+  const units = { ms: 1, s: 1000, m: 60000, h: 3600000 };
+  if (/^\s*0\s*$/.test(text)) return 0;
+  const parts = [...text.trim().matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  if (!parts.length || parts.map((p) => p[0]).join('') !== text.trim()) {
+    throw new Error(`${JSON.stringify(text)} is not a duration such as 2m or 90s`);
+  }
+  return parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]], 0);
+}
+
+// The wait a Retry-After header asks for at `nowMs`: seconds or an HTTP-date; null when neither.
+function retryAfterMs(value, nowMs) {
+  if (value == null) return null;
+  const text = String(value).trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
+}
+
+// Whether to retry and how long to wait, as the CLI decides it (src/client/retry.rs): 429, 502,
+// 503, 504 and network errors (status 0) are retried with full jitter under a doubling ceiling
+// (0.5 s up to 10 s), or after Retry-After; no attempt starts after the budget. Pure: `random`
+// is in [0, 1). Returns the wait in ms, or null to give up.
+function retryDelay({ status, retryAfter, failures, elapsedMs, budgetMs, random }) {
+  if (![0, 429, 502, 503, 504].includes(status)) return null;
+  const left = budgetMs - elapsedMs;
+  if (left <= 0) return null;
+  if (retryAfter != null) return retryAfter > left ? null : retryAfter;
+  const ceiling = Math.min(10000, 500 * 2 ** Math.min(failures - 1, 20));
+  return Math.min(left, Math.floor(random * ceiling));
+}
+
+// A failed call; `status` 0 when the guard could not be reached at all.
+class CallError extends Error {
+  constructor(message, status, problem) {
+    super(message);
+    this.status = status;
+    this.problem = problem || {};
+  }
+}
+
+// Whether a failure is the guard's (unreachable, 429, 5xx), not the caller's own.
+function guardFailure(err) {
+  return err instanceof CallError && (err.status === 0 || err.status === 429 || err.status >= 500);
+}
+
+async function attempt(method, url, token, body, timeoutMs) {
+  let res;
+  let text;
+  try {
+    res = await fetch(url, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, application/problem+json',
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      // A request to a replica that is gone may never be answered: abandon it and retry.
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    text = await res.text();
+  } catch (err) {
+    const cause = err.cause && err.cause.code ? ` (${err.cause.code})` : '';
+    throw new CallError(`${method} ${url}: ${err.message}${cause}`, 0);
+  }
   let json;
   try { json = text ? JSON.parse(text) : {}; } catch { json = { detail: text }; }
   if (!res.ok) {
     const detail = json.detail || json.title || text;
-    throw new Error(`${method} ${url}: ${res.status} ${detail}`);
+    const err = new CallError(`${method} ${url}: ${res.status} ${detail}`, res.status, json);
+    err.retryAfter = retryAfterMs(res.headers.get('retry-after'), Date.now());
+    throw err;
   }
   return json;
 }
 
-module.exports = { input, appendTo, call };
+// One API call, retried while the guard hiccups, for at most `retryForMs` in total; each attempt
+// is abandoned after `timeoutMs` (longer than the `?wait=true` timeout it asks for).
+async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 90000) {
+  const started = Date.now();
+  for (let failures = 1; ; failures += 1) {
+    try {
+      return await attempt(method, url, token, body, timeoutMs);
+    } catch (err) {
+      if (!(err instanceof CallError)) throw err;
+      const wait = retryDelay({
+        status: err.status,
+        retryAfter: err.retryAfter,
+        failures,
+        elapsedMs: Date.now() - started,
+        budgetMs: retryForMs,
+        random: Math.random(),
+      });
+      if (wait == null) throw err;
+      console.log(`disruption-guard: ${err.message}; retrying in ${(wait / 1000).toFixed(1)}s`);
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
+
+module.exports = {
+  input, appendTo, call, durationMs, retryAfterMs, retryDelay, guardFailure, CallError,
+};

@@ -1,8 +1,9 @@
 // Opens the window and waits until protection is in effect.
 'use strict';
-const { input, appendTo, call } = require('./lib');
+const { input, appendTo, call, durationMs, guardFailure } = require('./lib');
 
 async function main() {
+  const retryFor = durationMs(input('retry-for') || '2m');
   const server = input('server', true).replace(/\/$/, '');
   const token = input('token', true);
   const namespace = input('namespace', true);
@@ -25,11 +26,27 @@ async function main() {
   };
   const timeout = input('wait-timeout') || '60s';
   const url = `${server}/v1/namespaces/${encodeURIComponent(namespace)}/windows?wait=true&timeout=${encodeURIComponent(timeout)}`;
-  const window = await call('POST', url, token, body);
+  let window;
+  try {
+    window = await call('POST', url, token, body, retryFor, durationMs(timeout) + 30000);
+  } catch (err) {
+    if (!(input('fail-open') === 'true' && guardFailure(err))) throw err;
+    // A window that was opened but not Ready in time is still closed by post.
+    const opened = err.problem.window && err.problem.window.name;
+    if (opened) {
+      appendTo('GITHUB_STATE', 'window', opened);
+      appendTo('GITHUB_STATE', 'namespace', namespace);
+    }
+    console.log(`::warning title=disruption-guard: running unprotected::fail-open: ${err.message}. `
+      + 'The job goes on WITHOUT PROTECTION: node autoscalers may disrupt the pods under test.');
+    appendTo('GITHUB_OUTPUT', 'protected', 'false');
+    return;
+  }
   const name = window.name;
   appendTo('GITHUB_STATE', 'window', name);
   appendTo('GITHUB_STATE', 'namespace', namespace);
   appendTo('GITHUB_OUTPUT', 'window', name);
+  appendTo('GITHUB_OUTPUT', 'protected', 'true');
   console.log(`disruption-guard: window ${namespace}/${name} is open and protection is in effect`);
 }
 

@@ -1,6 +1,6 @@
 // Closes the window (runs even when the job failed or was cancelled) and prints the report.
 'use strict';
-const { input, call } = require('./lib');
+const { input, call, durationMs } = require('./lib');
 
 async function post() {
   const name = process.env.STATE_window;
@@ -11,7 +11,8 @@ async function post() {
   }
   const server = input('server', true).replace(/\/$/, '');
   const url = `${server}/v1/namespaces/${encodeURIComponent(namespace)}/windows/${encodeURIComponent(name)}?wait=true`;
-  const closed = await call('DELETE', url, input('token', true));
+  const closed = await call('DELETE', url, input('token', true), undefined,
+    durationMs(input('retry-for') || '2m'));
   const report = closed.report || {};
   console.log(`disruption-guard: window ${namespace}/${name} closed`);
   console.log(JSON.stringify(report, null, 2));

@@ -74,6 +74,8 @@ pub struct Authenticator {
     disabled: bool,
     static_tokens: RwLock<Vec<StaticToken>>,
     cache: Mutex<HashMap<CacheKey, (Identity, Instant)>>,
+    /// Kubernetes tokens a TokenReview authenticated, with when: the rate limit's key.
+    reviewed: Mutex<HashMap<String, (Identity, Instant)>>,
 }
 
 /// The bearer token of a request, if it carries one.
@@ -116,7 +118,42 @@ impl Authenticator {
             disabled,
             static_tokens: RwLock::new(Vec::new()),
             cache: Mutex::new(HashMap::new()),
+            reviewed: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The identity of the request's credential when it is already known without asking the
+    /// API server: a static token, or a Kubernetes token authenticated in the last
+    /// [`CACHE_TTL`]. Whether it may do anything is not checked here.
+    pub fn known_identity(&self, headers: &HeaderMap) -> Option<Identity> {
+        if self.disabled {
+            return None;
+        }
+        let token = bearer(headers).ok()?;
+        {
+            let tokens = self.static_tokens.read().expect("static tokens lock");
+            if let Some(t) = find_static(&tokens, token) {
+                return Some(Identity {
+                    name: format!("static:{}", t.name),
+                });
+            }
+        }
+        let reviewed = self.reviewed.lock().expect("reviewed tokens lock");
+        reviewed
+            .get(token)
+            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
+            .map(|(identity, _)| identity.clone())
+    }
+
+    fn remember_reviewed(&self, token: &str, identity: &Identity) {
+        let mut reviewed = self.reviewed.lock().expect("reviewed tokens lock");
+        if reviewed.len() >= CACHE_MAX {
+            reviewed.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
+            if reviewed.len() >= CACHE_MAX {
+                reviewed.clear();
+            }
+        }
+        reviewed.insert(token.to_string(), (identity.clone(), Instant::now()));
     }
 
     /// Replaces the static tokens (on start and on every reload).
@@ -195,6 +232,12 @@ impl Authenticator {
         }
         let user = status.user.unwrap_or_default();
         let username = user.username.clone().unwrap_or_default();
+        self.remember_reviewed(
+            token,
+            &Identity {
+                name: username.clone(),
+            },
+        );
         let sar = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: user.username,

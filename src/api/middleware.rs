@@ -16,6 +16,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use super::ApiState;
 use super::problem::{ApiError, PROBLEM_JSON};
+use super::ratelimit::{RateKey, client_address};
 
 /// Header carrying the request id.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -65,13 +66,12 @@ pub async fn observe(State(state): State<ApiState>, req: Request, next: Next) ->
         .unwrap_or_else(|| "unmatched".to_string());
     let method = method_label(req.method());
     let path = req.uri().path().to_string();
-    let client = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
+    let client = rate_key(&state, &req);
     let span = info_span!("request", request_id = %id, method, route = %route);
 
-    let limited = client.is_some_and(|ip| !state.limiter.allow(ip, started));
+    let limited = client
+        .as_ref()
+        .is_some_and(|key| !state.limiter.allow(key, started));
     let mut resp = if limited {
         ApiError::RateLimited("rate limit: too many requests from this client, retry later".into())
             .into_response()
@@ -95,6 +95,29 @@ pub async fn observe(State(state): State<ApiState>, req: Request, next: Next) ->
         }
     });
     resp
+}
+
+/// Whose bucket the request takes from: its identity when its credential is already known,
+/// else its client address (see [`super::ratelimit`]).
+fn rate_key(state: &ApiState, req: &Request) -> Option<RateKey> {
+    if let Some(identity) = state.auth.known_identity(req.headers()) {
+        return Some(RateKey::Identity(identity.name));
+    }
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())?;
+    let forwarded: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    Some(RateKey::Address(client_address(
+        peer,
+        &forwarded,
+        &state.trusted_proxies,
+    )))
 }
 
 /// Rewrites an error response that is not problem+json yet (axum's rejections: bad path,

@@ -76,13 +76,24 @@ pub struct ApiArgs {
     #[arg(long, env = "DISRUPTION_GUARD_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
     pub max_body_bytes: usize,
 
-    /// Requests per second each client address may make on average (0: no limit).
+    /// Requests per second each client may make on average (0: no limit). A client is its
+    /// authenticated identity once its token is known, its address before.
     #[arg(long, env = "DISRUPTION_GUARD_RATE_LIMIT", default_value_t = 20.0)]
     pub rate_limit: f64,
 
-    /// Requests each client address may make in a burst.
+    /// Requests each client may make in a burst.
     #[arg(long, env = "DISRUPTION_GUARD_RATE_BURST", default_value_t = 100)]
     pub rate_burst: u32,
+
+    /// Proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For names the client
+    /// address used for rate limiting; from any other peer the header is ignored.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = ratelimit::parse_cidr
+    )]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 fn parse_ttl_flag(text: &str) -> Result<std::time::Duration, String> {
@@ -102,6 +113,8 @@ pub struct ApiState {
     pub auth: Arc<auth::Authenticator>,
     /// Per-client rate limit.
     pub limiter: Arc<ratelimit::RateLimiter>,
+    /// Proxies whose `X-Forwarded-For` is believed (`--trusted-proxies`).
+    pub trusted_proxies: Arc<Vec<ipnet::IpNet>>,
     /// The API's metrics.
     pub metrics: Arc<ApiMetrics>,
 }
@@ -220,6 +233,7 @@ pub async fn serve(
             args.rate_limit,
             args.rate_burst,
         )),
+        trusted_proxies: Arc::new(args.trusted_proxies.clone()),
         metrics,
         max_body_bytes: args.max_body_bytes,
         runtime: runtime.clone(),

@@ -65,6 +65,17 @@ pub enum ApiError {
     /// A field is well-formed but not acceptable (e.g. the ttl).
     #[error("{0}")]
     Unprocessable(String),
+    /// An `Idempotency-Key` already used with another request (IETF Idempotency-Key draft).
+    #[error(
+        "Idempotency-Key: {key:?} was already used with another request (window {window}); a \
+         retry must send the same request, a new request needs a new key"
+    )]
+    KeyReused {
+        /// The key.
+        key: String,
+        /// The window opened with it.
+        window: String,
+    },
     /// Too many requests from this client.
     #[error("{0}")]
     RateLimited(String),
@@ -93,7 +104,9 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unprocessable(_) | ApiError::KeyReused { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -112,6 +125,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload-too-large",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::Unprocessable(_) => "unprocessable",
+            ApiError::KeyReused { .. } => "idempotency-key-reused",
             ApiError::RateLimited(_) => "rate-limited",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Timeout { .. } => "timeout",
@@ -252,6 +266,18 @@ mod tests {
         let status = kube::core::Status::failure("nope", "NotFound").with_code(404);
         let err = ApiError::from_kube(kube::Error::Api(Box::new(status)), "reading window w");
         assert_eq!(err.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn a_reused_idempotency_key_is_a_422_naming_the_key() {
+        let problem = ApiError::KeyReused {
+            key: "ci-1".into(),
+            window: "tw-1".into(),
+        }
+        .to_problem(None);
+        assert_eq!(problem.status, 422);
+        assert!(problem.type_.ends_with("/idempotency-key-reused"));
+        assert!(problem.detail.contains(r#""ci-1""#), "{}", problem.detail);
     }
 
     #[test]

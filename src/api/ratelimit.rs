@@ -1,17 +1,34 @@
-//! Per-client rate limiting: a token bucket per client address, checked before
-//! authentication so that a flood never reaches the TokenReview API.
+//! Per-client rate limiting: a token bucket per client, checked before the request is
+//! authenticated, so that a flood never reaches the TokenReview API.
+//!
+//! A client is its identity when its credential is already known (a static token, or a
+//! Kubernetes token reviewed within the authentication cache's lifetime), so that a CI fleet
+//! behind one Ingress or NAT does not share one bucket; otherwise it is its address: the
+//! connection's peer, or the client named by `X-Forwarded-For` when the peer is one of the
+//! `--trusted-proxies`.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Token buckets keyed by client address.
+use ipnet::IpNet;
+
+/// Whose bucket a request takes its token from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RateKey {
+    /// An authenticated identity (`system:serviceaccount:ns:sa`, `static:<name>`).
+    Identity(String),
+    /// A client address.
+    Address(IpAddr),
+}
+
+/// Token buckets keyed by client.
 #[derive(Debug)]
 pub struct RateLimiter {
     per_second: f64,
     burst: f64,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    buckets: Mutex<HashMap<RateKey, Bucket>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +50,7 @@ impl RateLimiter {
     }
 
     /// Takes one token for `client` at `now`; false when its bucket is empty.
-    pub fn allow(&self, client: IpAddr, now: Instant) -> bool {
+    pub fn allow(&self, client: &RateKey, now: Instant) -> bool {
         if self.per_second <= 0.0 {
             return true;
         }
@@ -43,7 +60,7 @@ impl RateLimiter {
             let refill = self.burst / self.per_second;
             buckets.retain(|_, b| now.duration_since(b.at).as_secs_f64() < refill);
         }
-        let bucket = buckets.entry(client).or_insert(Bucket {
+        let bucket = buckets.entry(client.clone()).or_insert(Bucket {
             tokens: self.burst,
             at: now,
         });
@@ -59,28 +76,150 @@ impl RateLimiter {
     }
 }
 
+/// A `--trusted-proxies` entry: a CIDR (`10.0.0.0/8`) or a single address.
+pub fn parse_cidr(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("{text:?} is not a CIDR such as 10.0.0.0/8 or an address"))
+}
+
+/// One hop of `X-Forwarded-For`: an address, possibly with a port (`1.2.3.4:5`, `[::1]:5`).
+fn hop(text: &str) -> Option<IpAddr> {
+    let text = text.trim();
+    text.parse::<IpAddr>()
+        .ok()
+        .or_else(|| text.parse::<SocketAddr>().ok().map(|s| s.ip()))
+}
+
+/// The client address of a request from `peer` carrying the `X-Forwarded-For` header values
+/// `forwarded` (in order): `peer` itself unless it is a trusted proxy; otherwise the hops are
+/// read from the right, each trusted proxy passing the request on from the hop before it, and
+/// the first hop that is not a trusted proxy is the client. A hop that is not an address
+/// stops the walk at the last trusted proxy, which is then taken as the client: what comes
+/// before a malformed hop cannot be believed.
+pub fn client_address(peer: IpAddr, forwarded: &[&str], trusted: &[IpNet]) -> IpAddr {
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(&canonical(*ip)));
+    if !is_trusted(&peer) {
+        return peer;
+    }
+    let mut client = peer;
+    for text in forwarded.iter().rev().flat_map(|v| v.rsplit(',')) {
+        if text.trim().is_empty() {
+            continue;
+        }
+        let Some(ip) = hop(text) else {
+            return client;
+        };
+        client = canonical(ip);
+        if !is_trusted(&client) {
+            return client;
+        }
+    }
+    client
+}
+
+/// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) as the IPv4 address it is.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
 
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn a_client_gets_its_burst_then_waits_for_refill_while_others_are_untouched() {
         let limiter = RateLimiter::new(2.0, 3);
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let (a, b) = (
+            RateKey::Address(ip("10.0.0.1")),
+            RateKey::Identity("static:b".into()),
+        );
         let t0 = Instant::now();
-        assert!((0..3).all(|_| limiter.allow(a, t0)));
-        assert!(!limiter.allow(a, t0));
-        assert!(limiter.allow(b, t0));
-        assert!(limiter.allow(a, t0 + Duration::from_millis(500)));
-        assert!(!limiter.allow(a, t0 + Duration::from_millis(500)));
+        assert!((0..3).all(|_| limiter.allow(&a, t0)));
+        assert!(!limiter.allow(&a, t0));
+        assert!(limiter.allow(&b, t0));
+        assert!(limiter.allow(&a, t0 + Duration::from_millis(500)));
+        assert!(!limiter.allow(&a, t0 + Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn two_identities_from_one_address_have_two_buckets() {
+        let limiter = RateLimiter::new(1.0, 1);
+        let t0 = Instant::now();
+        let ci = |n: &str| RateKey::Identity(format!("system:serviceaccount:ci:{n}"));
+        assert!(limiter.allow(&ci("a"), t0));
+        assert!(!limiter.allow(&ci("a"), t0));
+        assert!(limiter.allow(&ci("b"), t0));
     }
 
     #[test]
     fn a_zero_rate_disables_the_limit() {
         let limiter = RateLimiter::new(0.0, 1);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        assert!((0..1000).all(|_| limiter.allow(a, Instant::now())));
+        let a = RateKey::Address(ip("10.0.0.1"));
+        assert!((0..1000).all(|_| limiter.allow(&a, Instant::now())));
+    }
+
+    #[test]
+    fn forwarded_for_is_believed_only_from_a_trusted_proxy() {
+        let trusted = [
+            parse_cidr("10.0.0.0/8").unwrap(),
+            parse_cidr("fd00::1").unwrap(),
+        ];
+        let xff = ["203.0.113.7, 10.1.1.1"];
+        assert_eq!(
+            client_address(ip("192.0.2.1"), &xff, &trusted),
+            ip("192.0.2.1"),
+            "an untrusted peer is the client whatever it claims"
+        );
+        assert_eq!(
+            client_address(ip("10.2.2.2"), &xff, &trusted),
+            ip("203.0.113.7"),
+            "the first untrusted hop from the right"
+        );
+        assert_eq!(
+            client_address(ip("10.2.2.2"), &["198.51.100.9", "203.0.113.7"], &trusted),
+            ip("203.0.113.7"),
+            "several headers read as one list, a client's own claim to the left is ignored"
+        );
+        assert_eq!(
+            client_address(ip("fd00::1"), &["203.0.113.7:4321"], &trusted),
+            ip("203.0.113.7"),
+            "a hop with a port"
+        );
+        assert_eq!(
+            client_address(ip("::ffff:10.2.2.2"), &["[2001:db8::5]:80"], &trusted),
+            ip("2001:db8::5"),
+            "an IPv4-mapped peer is its IPv4 address"
+        );
+        assert_eq!(
+            client_address(
+                ip("10.2.2.2"),
+                &["203.0.113.7, garbage, 10.1.1.1"],
+                &trusted
+            ),
+            ip("10.1.1.1"),
+            "a malformed hop stops the walk at the last proxy"
+        );
+        assert_eq!(
+            client_address(ip("10.2.2.2"), &[], &trusted),
+            ip("10.2.2.2")
+        );
+        assert_eq!(
+            client_address(ip("10.2.2.2"), &xff, &[]),
+            ip("10.2.2.2"),
+            "no trusted proxies: the header is never read"
+        );
+        assert!(parse_cidr("10.0.0.0/33").is_err());
+        assert!(parse_cidr("proxy").is_err());
     }
 }

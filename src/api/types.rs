@@ -36,8 +36,8 @@ pub struct OpenRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 63, pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
     pub name: Option<String>,
-    /// Same as the `Idempotency-Key` header: a retried open with the same key returns the
-    /// same window.
+    /// Same as the `Idempotency-Key` header: a retried open with the same key and the same
+    /// request returns the same window; the key reused with another request is a 422.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }

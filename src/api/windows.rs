@@ -18,12 +18,15 @@ use tracing::warn;
 use super::problem::ApiError;
 use super::selector;
 use super::ttl::TtlLimits;
-use super::types::{OpenRequest, RenewRequest, WindowList, WindowView};
+use super::types::{OpenRequest, RenewRequest, SelectorObject, WindowList, WindowView};
 use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE};
 use crate::resources::{Protect, TestWindow, TestWindowSpec};
 
 /// Annotation holding the idempotency key a window was opened with.
 pub const IDEMPOTENCY_ANNOTATION: &str = "disruption-guard.io/idempotency-key";
+/// Annotation holding a digest of the request a window was opened with, beside its key: the
+/// key reused with another request is refused (422), as the IETF Idempotency-Key draft says.
+pub const REQUEST_DIGEST_ANNOTATION: &str = "disruption-guard.io/idempotency-request";
 /// Field manager of the create made by an open.
 pub const OPEN_MANAGER: &str = "disruption-guard";
 /// Field manager of `spec.expiresAt`, written by a renew.
@@ -83,7 +86,13 @@ pub fn build_window(
     let mut labels = std::collections::BTreeMap::new();
     labels.insert(MANAGED_BY_KEY.to_string(), MANAGED_BY_VALUE.to_string());
     let annotations = key.map(|k| {
-        std::collections::BTreeMap::from([(IDEMPOTENCY_ANNOTATION.to_string(), k.to_string())])
+        std::collections::BTreeMap::from([
+            (IDEMPOTENCY_ANNOTATION.to_string(), k.to_string()),
+            (
+                REQUEST_DIGEST_ANNOTATION.to_string(),
+                request_digest(&selector, req),
+            ),
+        ])
     });
     Ok(TestWindow {
         metadata: ObjectMeta {
@@ -107,15 +116,38 @@ pub fn build_window(
     })
 }
 
-/// The window name an idempotency key maps to: stable across retries and replicas.
-pub fn name_for_key(key: &str) -> String {
-    // FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
+/// FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
+fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in key.bytes() {
-        hash ^= u64::from(byte);
+    for byte in bytes {
+        hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    format!("tw-{hash:016x}")
+    hash
+}
+
+/// The window name an idempotency key maps to: stable across retries and replicas.
+pub fn name_for_key(key: &str) -> String {
+    format!("tw-{:016x}", fnv1a(key.as_bytes()))
+}
+
+/// A digest of what an open asks for, equal for every spelling of one request: the selector
+/// as parsed (its string or its object form), the ttl as a duration, no reason as an empty
+/// one; the idempotency key itself (header or body field) is left out. It tells a retry from
+/// another request made with the same key by mistake; it is no secret and no signature.
+pub fn request_digest(selector: &SelectorObject, req: &OpenRequest) -> String {
+    let ttl = req.ttl.as_deref().map(|t| match super::ttl::parse(t) {
+        Ok(d) => d.as_nanos().to_string(),
+        Err(_) => t.to_string(),
+    });
+    let canonical = json!({
+        "selector": selector,
+        "ttl": ttl,
+        "reason": req.reason.as_deref().unwrap_or_default(),
+        "ci": req.ci,
+        "name": req.name,
+    });
+    format!("fnv1a64:{:016x}", fnv1a(canonical.to_string().as_bytes()))
 }
 
 /// Whether protection is in effect: `Ready` is True for the current generation.
@@ -173,7 +205,25 @@ impl Windows {
                     .as_ref()
                     .and_then(|a| a.get(IDEMPOTENCY_ANNOTATION));
                 match (key, existing_key) {
-                    (Some(k), Some(e)) if k == e => Ok((existing, false)),
+                    (Some(k), Some(e)) if k == e => {
+                        let digest = |w: &TestWindow| {
+                            w.metadata
+                                .annotations
+                                .as_ref()
+                                .and_then(|a| a.get(REQUEST_DIGEST_ANNOTATION))
+                                .cloned()
+                        };
+                        match digest(&existing) {
+                            // Windows opened before the digest was recorded are taken as is.
+                            Some(stored) if Some(&stored) != digest(&tw).as_ref() => {
+                                Err(ApiError::KeyReused {
+                                    key: k.to_string(),
+                                    window: name,
+                                })
+                            }
+                            _ => Ok((existing, false)),
+                        }
+                    }
                     _ => Err(ApiError::Conflict(format!(
                         "name: a window named {name:?} already exists in {ns} (opened with \
                          another idempotency key or none)"
@@ -324,6 +374,53 @@ mod tests {
         assert_eq!(a, name_for_key("run-123-attempt-1"));
         assert_ne!(a, name_for_key("run-123-attempt-2"));
         assert!(selector::is_dns_subdomain(&a) && a.len() <= 63, "{a}");
+    }
+
+    fn digest_of(req: &OpenRequest) -> String {
+        let tw = build_window("shop", req, Some("k"), &LIMITS).unwrap();
+        tw.metadata.annotations.unwrap()[REQUEST_DIGEST_ANNOTATION].clone()
+    }
+
+    #[test]
+    fn one_request_has_one_digest_however_it_is_spelled_and_another_request_another() {
+        let text = OpenRequest {
+            selector: Some(SelectorInput::Text("app=web".into())),
+            ttl: Some("30m".into()),
+            ..Default::default()
+        };
+        let object = OpenRequest {
+            selector: Some(SelectorInput::Object(crate::api::types::SelectorObject {
+                match_labels: [("app".to_string(), "web".to_string())].into(),
+                ..Default::default()
+            })),
+            ttl: Some("1800s".into()),
+            reason: Some(String::new()),
+            idempotency_key: Some("k".into()),
+            ..Default::default()
+        };
+        assert_eq!(digest_of(&text), digest_of(&object));
+        for other in [
+            OpenRequest {
+                selector: Some(SelectorInput::Text("app=api".into())),
+                ..text.clone()
+            },
+            OpenRequest {
+                ttl: Some("20m".into()),
+                ..text.clone()
+            },
+            OpenRequest {
+                reason: Some("another".into()),
+                ..text.clone()
+            },
+            OpenRequest {
+                name: Some("w".into()),
+                ..text.clone()
+            },
+        ] {
+            assert_ne!(digest_of(&text), digest_of(&other), "{other:?}");
+        }
+        let without_key = build_window("shop", &text, None, &LIMITS).unwrap();
+        assert!(without_key.metadata.annotations.is_none());
     }
 
     #[test]

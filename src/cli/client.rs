@@ -11,6 +11,7 @@ use crate::api::ttl::{self, TtlLimits};
 use crate::api::types::{CiMeta, OpenRequest, SelectorInput};
 use crate::api::windows::Windows;
 use crate::client::output::{self, Format};
+use crate::client::retry::RetryPolicy;
 use crate::client::run::{RunPlan, github_output};
 use crate::client::{Backend, ClientError, HttpBackend, wait};
 
@@ -55,6 +56,23 @@ pub struct Connection {
     /// Output format on stdout.
     #[arg(short, long, value_enum, default_value_t = Format::Table, global = true)]
     pub output: Format,
+    /// How long to keep retrying a call that meets 429, 502, 503, 504 or no connection (with
+    /// exponential backoff and jitter, honouring Retry-After); 0s tries once.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_RETRY_FOR",
+        default_value = "2m",
+        value_parser = duration_or_zero,
+        global = true
+    )]
+    pub retry_for: Duration,
+}
+
+fn duration_or_zero(text: &str) -> Result<Duration, String> {
+    if text.trim().trim_end_matches(['s', 'm', 'h']) == "0" {
+        return Ok(Duration::ZERO);
+    }
+    ttl::parse(text)
 }
 
 /// What a new window protects and why.
@@ -72,7 +90,8 @@ pub struct OpenArgs {
     /// Name of the window; generated when absent.
     #[arg(long)]
     pub name: Option<String>,
-    /// A retried open with the same key returns the same window.
+    /// A retried open with the same key (and the same request) returns the same window; a
+    /// random one when absent, so the client's own retries never open a second window.
     #[arg(long, env = "DISRUPTION_GUARD_IDEMPOTENCY_KEY")]
     pub idempotency_key: Option<String>,
     /// Do not wait until protection is in effect.
@@ -121,6 +140,14 @@ pub struct RunArgs {
     /// How often to renew while the command runs; a third of the ttl when absent.
     #[arg(long, value_parser = duration)]
     pub heartbeat: Option<Duration>,
+    /// When the guard cannot be reached (or fails) past --retry-for, run the command anyway,
+    /// unprotected, with a loud warning, instead of failing the job.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_FAIL_OPEN",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub fail_open: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
@@ -156,6 +183,13 @@ pub fn ci_from_env(env: impl Fn(&str) -> Option<String>) -> Option<CiMeta> {
 }
 
 impl OpenArgs {
+    /// The key of the open: the one given, or a random one.
+    fn key(&self) -> String {
+        self.idempotency_key
+            .clone()
+            .unwrap_or_else(crate::client::generated_key)
+    }
+
     fn request(&self) -> OpenRequest {
         OpenRequest {
             selector: self.selector.clone().map(SelectorInput::Text),
@@ -212,7 +246,11 @@ impl Connection {
             ),
             (None, None) => None,
         };
-        Ok(Backend::Http(HttpBackend::new(server, token)?))
+        Ok(Backend::Http(HttpBackend::new(
+            server,
+            token,
+            RetryPolicy::new(self.retry_for),
+        )?))
     }
 }
 
@@ -239,7 +277,7 @@ pub async fn run(conn: Connection, cmd: ClientCommand) -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");
-            if let ClientError::Api { problem } = &err
+            if let ClientError::Api { problem, .. } = &err
                 && let Some(window) = &problem.window
             {
                 eprint!("{}", output::window(window, Format::Table, false));
@@ -255,9 +293,7 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
     let fmt = conn.output;
     match cmd {
         ClientCommand::Open(args) => {
-            let view = backend
-                .open(ns, &args.request(), args.idempotency_key.as_deref())
-                .await?;
+            let view = backend.open(ns, &args.request(), Some(&args.key())).await?;
             eprintln!("opened window {ns}/{}", view.name);
             github_output(&view.name);
             let view = if args.no_wait {
@@ -323,7 +359,7 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
             let plan = RunPlan {
                 namespace: ns.to_string(),
                 open: args.open.request(),
-                key: args.open.idempotency_key.clone(),
+                key: Some(args.open.key()),
                 ready_timeout: args.open.wait_timeout,
                 close_timeout: Duration::from_secs(60),
                 heartbeat,
@@ -331,6 +367,7 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
                 command: args.command,
                 format: fmt,
                 wait_ready: !args.open.no_wait,
+                fail_open: args.fail_open,
             };
             return crate::client::run::run(&backend, plan).await;
         }

@@ -3,16 +3,18 @@
 //! operations and return the same [`WindowView`].
 
 pub mod output;
+pub mod retry;
 pub mod run;
 pub mod wait;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 
 use crate::api::problem::{ApiError, Problem};
 use crate::api::types::{OpenRequest, RenewRequest, WindowList, WindowView};
 use crate::api::windows::Windows;
+use retry::RetryPolicy;
 
 /// Exit codes of the client (sysexits), documented in docs/api.md.
 pub mod exit {
@@ -38,8 +40,13 @@ pub enum ClientError {
     Api {
         /// The problem it sent.
         problem: Box<Problem>,
+        /// How long its `Retry-After` header asked to wait.
+        retry_after: Option<Duration>,
     },
-    /// The server could not be reached or sent something that is not the API.
+    /// The server could not be reached, or the connection broke before the answer was read.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The server sent something that is not the API.
     #[error("{0}")]
     Transport(String),
     /// The client is misconfigured.
@@ -59,14 +66,14 @@ impl ClientError {
     /// The exit code that tells CI what kind of failure this was.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ClientError::Api { problem } => match problem.status {
+            ClientError::Api { problem, .. } => match problem.status {
                 401 | 403 => exit::NOPERM,
                 404 => exit::NOT_FOUND,
                 429 | 504 => exit::TEMPFAIL,
                 400..=499 => exit::INVALID,
                 _ => exit::UNAVAILABLE,
             },
-            ClientError::Transport(_) => exit::UNAVAILABLE,
+            ClientError::Unreachable(_) | ClientError::Transport(_) => exit::UNAVAILABLE,
             ClientError::Config(_) => exit::CONFIG,
             ClientError::Interrupted { code, .. } => *code,
         }
@@ -77,8 +84,19 @@ impl From<ApiError> for ClientError {
     fn from(err: ApiError) -> Self {
         ClientError::Api {
             problem: Box::new(err.to_problem(None)),
+            retry_after: None,
         }
     }
+}
+
+/// An idempotency key for an open that names none, so that retrying it after a lost answer
+/// finds the window the first attempt made instead of opening a second one.
+pub fn generated_key() -> String {
+    format!(
+        "dg-{:016x}{:016x}",
+        fastrand::u64(..),
+        fastrand::u64(..) ^ u64::from(std::process::id())
+    )
 }
 
 /// Where the windows are.
@@ -90,21 +108,28 @@ pub enum Backend {
     Kube(Windows),
 }
 
-/// The HTTP API at a base URL, with an optional bearer token.
+/// Longest a single request may take before it is abandoned (and retried).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The HTTP API at a base URL, with an optional bearer token; every request is retried under
+/// its [`RetryPolicy`].
 #[derive(Clone)]
 pub struct HttpBackend {
     client: reqwest::Client,
     base: String,
     token: Option<String>,
+    retry: RetryPolicy,
 }
 
 impl HttpBackend {
-    /// A client for `base` (e.g. `https://guard.example.com`).
-    pub fn new(base: &str, token: Option<String>) -> Result<Self, ClientError> {
+    /// A client for `base` (e.g. `https://guard.example.com`) retrying under `retry`.
+    pub fn new(base: &str, token: Option<String>, retry: RetryPolicy) -> Result<Self, ClientError> {
         // The rustls provider must be chosen once per process before an HTTPS client exists.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(660))
+            // No call of the client waits on the server (waits poll), so an answer that takes
+            // longer is a connection to a replica that is gone: give up on it and retry.
+            .timeout(REQUEST_TIMEOUT)
             .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("disruption-guard/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -113,6 +138,7 @@ impl HttpBackend {
             client,
             base: base.trim_end_matches('/').to_string(),
             token,
+            retry,
         })
     }
 
@@ -120,6 +146,7 @@ impl HttpBackend {
         format!("{}/v1/namespaces/{ns}/windows{rest}", self.base)
     }
 
+    /// Sends `req`, again under the retry policy while the failure is transient.
     async fn send<T: DeserializeOwned>(
         &self,
         req: reqwest::RequestBuilder,
@@ -128,39 +155,88 @@ impl HttpBackend {
             Some(t) => req.bearer_auth(t),
             None => req,
         };
+        let what = match req.try_clone().and_then(|r| r.build().ok()) {
+            Some(r) => format!("{} {}", r.method(), r.url().path()),
+            None => "request".to_string(),
+        };
+        retry::with_retry(&self.retry, &what, || async {
+            let attempt = req.try_clone().ok_or_else(|| {
+                ClientError::Config("the request cannot be repeated (streamed body)".into())
+            })?;
+            self.send_once(attempt).await
+        })
+        .await
+    }
+
+    async fn send_once<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
         let resp = req
             .send()
             .await
-            .map_err(|e| ClientError::Transport(format!("{}: {e}", self.base)))?;
+            .map_err(|e| ClientError::Unreachable(error_chain(&e)))?;
         let status = resp.status();
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| ClientError::Transport(format!("reading the answer: {e}")))?;
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
+        let bytes = resp.bytes().await.map_err(|e| {
+            ClientError::Unreachable(format!("reading the answer: {}", error_chain(&e)))
+        })?;
         if status.is_success() {
             return serde_json::from_slice(&bytes).map_err(|e| {
                 ClientError::Transport(format!("the server's answer is not a window: {e}"))
             });
         }
-        match serde_json::from_slice::<Problem>(&bytes) {
-            Ok(problem) => Err(ClientError::Api {
-                problem: Box::new(problem),
-            }),
-            Err(_) => Err(ClientError::Api {
-                problem: Box::new(Problem {
-                    type_: "about:blank".into(),
-                    title: status.canonical_reason().unwrap_or("Error").into(),
-                    status: status.as_u16(),
-                    detail: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
-                    instance: None,
-                    window: None,
-                }),
-            }),
-        }
+        let problem = serde_json::from_slice::<Problem>(&bytes).unwrap_or_else(|_| Problem {
+            type_: "about:blank".into(),
+            title: status.canonical_reason().unwrap_or("Error").into(),
+            status: status.as_u16(),
+            detail: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
+            instance: None,
+            window: None,
+        });
+        Err(ClientError::Api {
+            problem: Box::new(problem),
+            retry_after,
+        })
     }
 }
 
+/// An error and its causes on one line (reqwest's own message hides "connection refused").
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 impl Backend {
+    /// The same backend retrying under `retry` (direct mode keeps kube's own retries).
+    pub fn with_retry(&self, retry: RetryPolicy) -> Backend {
+        match self {
+            Backend::Http(h) => Backend::Http(HttpBackend { retry, ..h.clone() }),
+            Backend::Kube(w) => Backend::Kube(w.clone()),
+        }
+    }
+
+    /// The retry policy of the backend (none in direct mode, where kube retries).
+    pub fn retry(&self) -> RetryPolicy {
+        match self {
+            Backend::Http(h) => h.retry,
+            Backend::Kube(_) => RetryPolicy::NONE,
+        }
+    }
+
     /// Opens a window (does not wait for Ready).
     pub async fn open(
         &self,

@@ -2,6 +2,11 @@
 //! command with `DISRUPTION_GUARD_WINDOW` set, renew on a heartbeat, close on exit, failure or
 //! signal (forwarding SIGINT/SIGTERM to the command), print the report, exit with the
 //! command's code. When the close fails the window's ttl is the backstop.
+//!
+//! Every call is retried while the guard hiccups (see [`super::retry`]): a rolling update of
+//! the operator while the command runs delays a renewal or the close, never the command. With
+//! `--fail-open`, a guard that stays unreachable past the retries lets the command run
+//! unprotected, with a loud warning, instead of failing the job.
 
 use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
@@ -36,6 +41,9 @@ pub struct RunPlan {
     /// Wait for Ready before the command and for the release after the close (`--no-wait`
     /// turns both off).
     pub wait_ready: bool,
+    /// Run the command unprotected, with a loud warning, when the guard fails (after the
+    /// retries) instead of failing.
+    pub fail_open: bool,
 }
 
 /// The exit code of a finished child: its code, or 128 + the signal that killed it.
@@ -67,6 +75,39 @@ pub fn github_output(name: &str) {
     }
 }
 
+/// Whether a failure is the guard's and not the client's own: it could not be reached, it
+/// answered 429 or 5xx, or nothing became Ready in time. Wrong credentials, a refused request
+/// or a bad configuration are never "the guard is down".
+pub fn guard_failure(err: &ClientError) -> bool {
+    match err {
+        ClientError::Api { problem, .. } => problem.status == 429 || problem.status >= 500,
+        ClientError::Unreachable(_) | ClientError::Transport(_) => true,
+        ClientError::Config(_) | ClientError::Interrupted { .. } => false,
+    }
+}
+
+/// The warning of `--fail-open`: on stderr in a box, and as an annotation in GitHub Actions.
+fn warn_unprotected(err: &ClientError, window: Option<&str>) {
+    let what = match window {
+        Some(name) => format!(
+            "window {name} did not get protection in effect ({err}); it is renewed and closed \
+             as usual in case the guard comes back"
+        ),
+        None => format!("the guard could not be reached ({err})"),
+    };
+    let bar = "!".repeat(78);
+    eprintln!(
+        "{bar}\n!! --fail-open: {what}.\n!! The command runs WITHOUT PROTECTION: node \
+         autoscalers may disrupt the pods under test.\n{bar}"
+    );
+    if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
+        eprintln!(
+            "::warning title=disruption-guard: running unprotected::--fail-open: {}",
+            what.replace('\n', " ")
+        );
+    }
+}
+
 /// Runs the plan; the result is the process exit code.
 pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientError> {
     let ns = plan.namespace.as_str();
@@ -76,7 +117,20 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
     let mut int = signal(SignalKind::interrupt())
         .map_err(|e| ClientError::Config(format!("installing a SIGINT handler: {e}")))?;
 
-    let opened = backend.open(ns, &plan.open, plan.key.as_deref()).await?;
+    let opened = tokio::select! {
+        r = backend.open(ns, &plan.open, plan.key.as_deref()) => r,
+        _ = term.recv() => Err(ClientError::Interrupted { name: "SIGTERM", code: 143 }),
+        _ = int.recv() => Err(ClientError::Interrupted { name: "SIGINT", code: 130 }),
+    };
+    let opened = match opened {
+        Ok(view) => view,
+        Err(err) if plan.fail_open && guard_failure(&err) => {
+            warn_unprotected(&err, None);
+            let (code, _) = supervise(backend, &plan, None, &mut term, &mut int).await;
+            return Ok(ExitCode::from(code));
+        }
+        Err(err) => return Err(err),
+    };
     let name = opened.name.clone();
     eprintln!("opened window {ns}/{name}");
     github_output(&name);
@@ -87,44 +141,86 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
         _ = term.recv() => Err(ClientError::Interrupted { name: "SIGTERM", code: 143 }),
         _ = int.recv() => Err(ClientError::Interrupted { name: "SIGINT", code: 130 }),
     };
-    if let Err(err) = ready {
-        eprintln!("error: {err}; the command was not started");
-        let interrupted = matches!(err, ClientError::Interrupted { .. });
-        close_and_report(backend, ns, &name, &plan, interrupted).await;
-        return Ok(ExitCode::from(err.exit_code()));
-    }
-    if plan.wait_ready {
-        eprintln!("window {ns}/{name} is Ready: protection is in effect");
+    match ready {
+        Ok(_) if plan.wait_ready => {
+            eprintln!("window {ns}/{name} is Ready: protection is in effect");
+        }
+        Ok(_) => {}
+        Err(err) if plan.fail_open && guard_failure(&err) => {
+            warn_unprotected(&err, Some(&name));
+        }
+        Err(err) => {
+            eprintln!("error: {err}; the command was not started");
+            let interrupted = matches!(err, ClientError::Interrupted { .. });
+            close_and_report(backend, ns, &name, &plan, interrupted).await;
+            return Ok(ExitCode::from(err.exit_code()));
+        }
     }
 
-    let (program, args) = plan
-        .command
-        .split_first()
-        .ok_or_else(|| ClientError::Config("run: no command given after --".into()))?;
-    let mut child = match Command::new(program)
+    let (code, signalled) = supervise(backend, &plan, Some(&name), &mut term, &mut int).await;
+    close_and_report(backend, ns, &name, &plan, signalled).await;
+    Ok(ExitCode::from(code))
+}
+
+type Renewal<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<WindowView, ClientError>> + Send + 'a>,
+>;
+
+/// Runs the command, renewing `window` on the heartbeat and forwarding SIGTERM and SIGINT;
+/// returns its exit code and whether a signal came. A renewal is retried beside the command
+/// (never holding up its exit or a signal); one that fails for good is a warning, and the
+/// next heartbeat tries again. Without a window (`--fail-open` with the guard unreachable)
+/// the command runs with `DISRUPTION_GUARD_UNPROTECTED=1` and nothing is renewed.
+async fn supervise(
+    backend: &Backend,
+    plan: &RunPlan,
+    window: Option<&str>,
+    term: &mut tokio::signal::unix::Signal,
+    int: &mut tokio::signal::unix::Signal,
+) -> (u8, bool) {
+    let ns = plan.namespace.as_str();
+    let Some((program, args)) = plan.command.split_first() else {
+        eprintln!("error: run: no command given after --");
+        return (crate::client::exit::CONFIG, false);
+    };
+    let mut command = Command::new(program);
+    command
         .args(args)
-        .env("DISRUPTION_GUARD_WINDOW", &name)
         .env("DISRUPTION_GUARD_NAMESPACE", ns)
-        .kill_on_drop(false)
-        .spawn()
-    {
+        .kill_on_drop(false);
+    match window {
+        Some(name) => command.env("DISRUPTION_GUARD_WINDOW", name),
+        None => command.env("DISRUPTION_GUARD_UNPROTECTED", "1"),
+    };
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
             eprintln!("error: starting {program:?}: {err}");
-            close_and_report(backend, ns, &name, &plan, false).await;
-            return Ok(ExitCode::from(127));
+            return (127, false);
         }
     };
     let pid = child.id();
     let mut heartbeat = tokio::time::interval(plan.heartbeat);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     heartbeat.tick().await;
+    let mut renewing: Option<Renewal<'_>> = None;
     let mut signalled = false;
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
-            _ = heartbeat.tick() => {
-                if let Err(err) = backend.renew(ns, &name, plan.renew_ttl.clone()).await {
-                    eprintln!("warning: renewing window {name} failed: {err}");
+            _ = heartbeat.tick(), if window.is_some() && renewing.is_none() => {
+                if let Some(name) = window {
+                    renewing = Some(Box::pin(backend.renew(ns, name, plan.renew_ttl.clone())));
+                }
+            }
+            renewed = async { renewing.as_mut().expect("a renewal in flight").await }, if renewing.is_some() => {
+                renewing = None;
+                if let Err(err) = renewed {
+                    eprintln!(
+                        "warning: renewing window {ns}/{} failed: {err}; the next heartbeat \
+                         tries again (unrenewed, the window ends when its ttl runs out)",
+                        window.unwrap_or_default()
+                    );
                 }
             }
             _ = term.recv() => {
@@ -144,8 +240,10 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
             1
         }
     };
-    close_and_report(backend, ns, &name, &plan, signalled).await;
-    Ok(ExitCode::from(code))
+    if window.is_none() {
+        eprintln!("the command ran without a window (--fail-open): nothing to close");
+    }
+    (code, signalled)
 }
 
 fn forward(pid: Option<u32>, sig: libc::c_int, name: &str) {
@@ -170,6 +268,14 @@ async fn close_and_report(
     plan: &RunPlan,
     signalled: bool,
 ) {
+    // CI kills a cancelled job soon after its SIGTERM: retry the close only briefly then.
+    let backend = &if signalled {
+        let mut retry = backend.retry();
+        retry.budget = retry.budget.min(RELEASE_WAIT_AFTER_SIGNAL);
+        backend.with_retry(retry)
+    } else {
+        backend.clone()
+    };
     let closed = match backend.close(ns, name).await {
         Ok(view) => view,
         Err(err) => {
@@ -205,6 +311,39 @@ async fn close_and_report(
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+
+    fn problem(status: u16) -> ClientError {
+        ClientError::Api {
+            problem: Box::new(crate::api::problem::Problem {
+                type_: "about:blank".into(),
+                title: "t".into(),
+                status,
+                detail: "d".into(),
+                instance: None,
+                window: None,
+            }),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn fail_open_covers_the_guards_failures_never_the_clients_own() {
+        for status in [429, 500, 502, 503, 504] {
+            assert!(guard_failure(&problem(status)), "{status}");
+        }
+        assert!(guard_failure(&ClientError::Unreachable("refused".into())));
+        assert!(guard_failure(&ClientError::Transport(
+            "not a window".into()
+        )));
+        for status in [400, 401, 403, 404, 409, 422] {
+            assert!(!guard_failure(&problem(status)), "{status}");
+        }
+        assert!(!guard_failure(&ClientError::Config("no server".into())));
+        assert!(!guard_failure(&ClientError::Interrupted {
+            name: "SIGTERM",
+            code: 143
+        }));
+    }
 
     #[test]
     fn the_exit_code_is_the_commands_or_128_plus_its_signal() {

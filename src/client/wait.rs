@@ -12,7 +12,8 @@ const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
 
 /// Polls the window until `done` holds, showing progress on stderr; a 504-like error carrying
-/// the window's state after `timeout`.
+/// the window's state after `timeout`. Each read is retried under the backend's retry policy,
+/// so a restart of the operator while waiting is only a pause.
 pub async fn until(
     backend: &Backend,
     ns: &str,
@@ -26,14 +27,8 @@ pub async fn until(
     let mut last_line = Instant::now() - PLAIN_EVERY;
     let mut frame = 0usize;
     loop {
-        let view = match backend.get(ns, name).await {
-            Ok(v) => v,
-            // A close that removed the object entirely has released everything.
-            Err(ClientError::Api { problem }) if problem.status == 404 && what == "released" => {
-                return Err(ClientError::Api { problem });
-            }
-            Err(e) => return Err(e),
-        };
+        // Transient failures were already retried under the backend's policy.
+        let view = backend.get(ns, name).await?;
         if done(&view) {
             if tty {
                 eprint!("\r\x1b[2K");
@@ -58,6 +53,7 @@ pub async fn until(
                     instance: None,
                     window: Some(Box::new(view)),
                 }),
+                retry_after: None,
             });
         }
         if tty {

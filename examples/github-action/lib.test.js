@@ -1,0 +1,50 @@
+// Unit tests of the action's pure helpers: `node --test examples/github-action/` (run by
+// tests/github_action.rs).
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert');
+const { durationMs, retryAfterMs, retryDelay, guardFailure, CallError } = require('./lib');
+
+test('durations are Go durations', () => {
+  assert.strictEqual(durationMs('2m'), 120000);
+  assert.strictEqual(durationMs('1h30m'), 5400000);
+  assert.strictEqual(durationMs('1.5s'), 1500);
+  assert.strictEqual(durationMs('0'), 0);
+  assert.throws(() => durationMs('soon'));
+  assert.throws(() => durationMs('5 minutes'));
+});
+
+test('Retry-After is seconds or an HTTP-date', () => {
+  const now = Date.parse('Sun, 06 Nov 1994 08:49:37 GMT');
+  assert.strictEqual(retryAfterMs('7', now), 7000);
+  assert.strictEqual(retryAfterMs('Sun, 06 Nov 1994 08:50:07 GMT', now), 30000);
+  assert.strictEqual(retryAfterMs('Sun, 06 Nov 1994 08:00:00 GMT', now), 0);
+  assert.strictEqual(retryAfterMs('soon', now), null);
+  assert.strictEqual(retryAfterMs(null, now), null);
+});
+
+test('only the guard hiccups are retried, with full jitter, within the budget', () => {
+  const at = (over) => retryDelay({
+    status: 503, failures: 1, elapsedMs: 0, budgetMs: 120000, random: 0.5, ...over,
+  });
+  for (const status of [0, 429, 502, 503, 504]) assert.notStrictEqual(at({ status }), null);
+  for (const status of [400, 401, 403, 404, 409, 422, 500]) assert.strictEqual(at({ status }), null);
+  assert.strictEqual(at({ failures: 1 }), 250);
+  assert.strictEqual(at({ failures: 3 }), 1000);
+  assert.strictEqual(at({ failures: 30 }), 5000, 'capped at 10 s');
+  assert.strictEqual(at({ failures: 3, random: 0 }), 0);
+  assert.strictEqual(at({ retryAfter: 7000 }), 7000);
+  assert.strictEqual(at({ retryAfter: 7000, elapsedMs: 115000 }), null);
+  assert.strictEqual(at({ failures: 9, random: 1, elapsedMs: 118000 }), 2000);
+  assert.strictEqual(at({ elapsedMs: 120000 }), null);
+});
+
+test('fail-open covers the guard failures, never the caller own', () => {
+  assert.ok(guardFailure(new CallError('refused', 0)));
+  assert.ok(guardFailure(new CallError('busy', 429)));
+  assert.ok(guardFailure(new CallError('down', 503)));
+  assert.ok(guardFailure(new CallError('not ready', 504)));
+  assert.ok(!guardFailure(new CallError('denied', 403)));
+  assert.ok(!guardFailure(new CallError('bad', 422)));
+  assert.ok(!guardFailure(new Error('input server is required')));
+});
