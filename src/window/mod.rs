@@ -3,7 +3,8 @@
 //!
 //! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
 //! (all pure, with [`selector`], [`report`] and the shared [`crate::k8s`] helpers);
-//! [`triggers`] maps watched changes to the windows they concern;
+//! [`triggers`] decides which windows a watched change concerns, [`wakeups`] turns the watches
+//! into the streams that wake the controller;
 //! [`apply`] makes the writes;
 //! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
 //! leftovers at start-up and then periodically while this replica leads; this file wires the
@@ -25,38 +26,32 @@ pub mod status_write;
 pub mod sweep;
 pub mod timing;
 pub mod triggers;
+pub mod wakeups;
 
 #[cfg(test)]
 mod plan_tests;
 
 pub use metrics::WindowMetrics;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Args;
-use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, future};
 use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
-use crate::k8s::fields::{keep_own_entries, window_uids};
 use crate::k8s::trim;
 use crate::resources::TestWindow;
 use crate::runtime::Runtime;
 use crate::runtime::caches::{Caches, ChangeFeed};
 use context::{Context, WindowStores};
-use triggers::{NodeChanges, PdbTriggers, windows_for, windows_of_pods};
 
 /// Flags of the window controller.
 #[derive(Debug, Clone, Args)]
@@ -89,56 +84,6 @@ impl WindowArgs {
 
 const GATE: &str = "window-controller";
 
-/// An Api over the operator's scope: one namespace when scoped to one, else cluster-wide
-/// (reconciles filter by scope).
-fn scoped<K>(client: &Client, namespaces: &[String]) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespaces {
-        [one] => Api::namespaced(client.clone(), one),
-        _ => Api::all(client.clone()),
-    }
-}
-
-/// A cache that is only read (never triggers a reconcile), driven by its own task.
-fn cache<K>(api: Api<K>, strip: fn(&mut K)) -> (Store<K>, tokio::task::JoinHandle<()>)
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let task = tokio::spawn(
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(strip)
-            .reflect(writer)
-            .for_each(|event| {
-                if let Err(err) = event {
-                    warn!(error = %err, kind = K::kind(&()).as_ref(), "watch failed, retrying");
-                }
-                future::ready(())
-            }),
-    );
-    (reader, task)
-}
-
-async fn discover_node_claims(client: &Client) -> Option<ApiResource> {
-    let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
-    match kube::discovery::pinned_kind(client, &gvk).await {
-        Ok((ar, _)) => {
-            info!("Karpenter NodeClaims found: their nodes' claims are protected too");
-            Some(ar)
-        }
-        Err(_) => None,
-    }
-}
-
 /// Runs the window controller until shutdown.
 pub async fn run(
     runtime: Runtime,
@@ -150,129 +95,53 @@ pub async fn run(
     runtime.ready.register(GATE);
     let client = runtime.client.clone();
     let namespaces = runtime.namespaces.clone();
-    let cfg = watcher::Config::default();
 
     let (windows, windows_writer) = reflector::store();
     // The controller itself waits for this store's readiness, and a store wakes only one
     // waiter: start-up learns it from the stream instead.
     let (windows_listed, windows_listed_rx) = tokio::sync::watch::channel(false);
-    let window_stream = watcher(scoped::<TestWindow>(&client, &namespaces), cfg.clone())
-        .default_backoff()
-        .reflect(windows_writer)
-        .inspect(move |event| {
-            if matches!(event, Ok(watcher::Event::InitDone)) {
-                windows_listed.send_replace(true);
-            }
-        })
-        .applied_objects();
-
-    let (pods, nodes) = (caches.pods.clone(), caches.nodes.clone());
-    let pod_windows = windows.clone();
-    let pod_triggers = receive(feed.pods).flat_map(move |pod| {
-        futures::stream::iter(windows_for(
-            &pod_windows,
-            pod.metadata.namespace.as_deref(),
-            pod.labels(),
-            &window_uids(&pod.metadata),
-        ))
-    });
-    let node_windows = windows.clone();
-    let (node_pods, node_store) = (pods.clone(), nodes.clone());
-    let node_index = caches.pod_index.clone();
-    let mut node_changes = NodeChanges::default();
-    let node_triggers = receive(feed.nodes).flat_map(move |node| {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let stored = node_store.get(&ObjectRef::new(&name)).is_some();
-        let mut refs = vec![];
-        if node_changes.changed(&node, stored) {
-            refs = windows_for(
-                &node_windows,
-                None,
-                &BTreeMap::new(),
-                &window_uids(&node.metadata),
-            );
-            refs.extend(windows_of_pods(
-                &node_windows,
-                &node_index.on_node(&node_pods, &name),
-            ));
+    let window_stream = watcher(
+        wakeups::scoped::<TestWindow>(&client, &namespaces),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(windows_writer)
+    .inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            windows_listed.send_replace(true);
         }
-        futures::stream::iter(refs)
-    });
+    })
+    .applied_objects();
 
-    let (pdb_windows, pdb_pods) = (windows.clone(), pods.clone());
-    let mut pdb_triggers = PdbTriggers::default();
-    let pdb_stream = receive(feed.pdbs)
-        .filter_map(move |event| {
-            let refs = pdb_triggers
-                .on(&event)
-                .map(|concerns| PdbTriggers::refs(concerns, &pdb_windows, &pdb_pods));
-            future::ready(refs)
-        })
-        .flat_map(futures::stream::iter);
-
-    let (stateful_sets, sts_task) = cache(
-        scoped::<StatefulSet>(&client, &namespaces),
+    let (stateful_sets, sts_task) = wakeups::cache(
+        wakeups::scoped::<StatefulSet>(&client, &namespaces),
         trim::stateful_set,
     );
-
-    let claim_resource = discover_node_claims(&client).await;
-    let mut claim_store = None;
-    let claim_triggers: BoxStream<'static, ObjectRef<TestWindow>> = match &claim_resource {
+    let claim_resource = wakeups::discover_node_claims(&client).await;
+    let (node_claims, claim_wakeups) = match &claim_resource {
         Some(ar) => {
-            let writer = reflector::store::Writer::new(ar.clone());
-            let reader = writer.as_reader();
-            claim_store = Some(reader);
-            let windows = windows.clone();
-            let pods = pods.clone();
-            let index = caches.pod_index.clone();
-            watcher(
-                Api::<DynamicObject>::all_with(client.clone(), ar),
-                cfg.clone(),
-            )
-            .default_backoff()
-            .modify(|c: &mut DynamicObject| keep_own_entries(&mut c.metadata))
-            .reflect(writer)
-            .touched_objects()
-            .filter_map(|r| future::ready(r.ok()))
-            .flat_map(move |claim: DynamicObject| {
-                let node = claim
-                    .data
-                    .pointer("/status/nodeName")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string);
-                let mut refs = windows_for(
-                    &windows,
-                    None,
-                    &BTreeMap::new(),
-                    &window_uids(&claim.metadata),
-                );
-                if let Some(node) = node {
-                    refs.extend(windows_of_pods(&windows, &index.on_node(&pods, &node)));
-                }
-                futures::stream::iter(refs)
-            })
-            .boxed()
+            let (store, stream) = wakeups::node_claims(&client, ar, &windows, &caches);
+            (Some(store), stream)
         }
-        None => futures::stream::pending().boxed(),
+        None => (None, futures::stream::pending().boxed()),
     };
-
     let stores = WindowStores {
         windows: windows.clone(),
-        pods: pods.clone(),
+        pods: caches.pods.clone(),
         pod_index: caches.pod_index.clone(),
-        nodes: nodes.clone(),
+        nodes: caches.nodes.clone(),
         pdbs: caches.pdbs.clone(),
         replica_sets: caches.replica_sets.clone(),
         deployments: caches.deployments.clone(),
         stateful_sets,
-        node_claims: claim_store,
+        node_claims,
     };
     metrics.gauges.attach(windows.clone(), runtime.clone());
     let ctx = Arc::new(Context {
         runtime: runtime.clone(),
         args,
         metrics,
-        stores: stores.clone(),
+        stores,
         writer: apply::Writer {
             client: client.clone(),
             node_claims: claim_resource,
@@ -282,14 +151,17 @@ pub async fn run(
         written: Default::default(),
     });
 
+    let pod_wakeups = wakeups::pods(feed.pods, &windows);
+    let node_wakeups = wakeups::nodes(feed.nodes, &windows, &caches);
+    let pdb_wakeups = wakeups::pdbs(feed.pdbs, &windows, &caches);
     tokio::spawn(startup(ctx.clone(), caches, windows_listed_rx));
 
     info!(namespaces = ?namespaces, "window controller starting");
     Controller::for_stream(window_stream, windows)
-        .reconcile_on(pod_triggers)
-        .reconcile_on(node_triggers)
-        .reconcile_on(pdb_stream)
-        .reconcile_on(claim_triggers)
+        .reconcile_on(pod_wakeups)
+        .reconcile_on(node_wakeups)
+        .reconcile_on(pdb_wakeups)
+        .reconcile_on(claim_wakeups)
         .with_config(ControllerConfig::default().concurrency(16))
         .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
@@ -306,11 +178,6 @@ pub async fn run(
     sts_task.abort();
     info!("window controller stopped");
     Ok(())
-}
-
-/// The items of a channel as a stream.
-fn receive<T>(mut rx: tokio::sync::mpsc::UnboundedReceiver<T>) -> impl futures::Stream<Item = T> {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 /// Waits for every cache, opens the readiness gate, then sweeps leftovers whenever this
