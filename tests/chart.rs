@@ -371,6 +371,49 @@ fn the_crd_is_the_generated_one_kept_on_uninstall_and_can_be_left_out() {
 }
 
 #[test]
+fn the_user_roles_grant_the_verbs_the_api_checks() {
+    let objects = rendered("{}\n", &[]);
+    let rules = |name: &str| find(&objects, "ClusterRole", Some(name))["rules"].clone();
+    // src/api/auth.rs: create (open), get, list, patch (renew), delete (close); watch for the
+    // CLI's direct mode.
+    assert_eq!(
+        rules("guard-disruption-guard-ci"),
+        serde_json::json!([{
+            "apiGroups": ["disruption-guard.io"],
+            "resources": ["testwindows"],
+            "verbs": ["create", "get", "list", "watch", "patch", "delete"]
+        }])
+    );
+    let labels =
+        |name: &str| find(&objects, "ClusterRole", Some(name))["metadata"]["labels"].clone();
+    let view = labels("guard-disruption-guard-view");
+    let edit = labels("guard-disruption-guard-edit");
+    for (labels, role, expect) in [
+        (&view, "view", "true"),
+        (&view, "edit", "true"),
+        (&view, "admin", "true"),
+        (&edit, "edit", "true"),
+        (&edit, "admin", "true"),
+    ] {
+        assert_eq!(
+            labels[format!("rbac.authorization.k8s.io/aggregate-to-{role}")],
+            expect
+        );
+    }
+    assert!(edit["rbac.authorization.k8s.io/aggregate-to-view"].is_null());
+    let objects = rendered(
+        "rbac: {ciRole: false, aggregateToDefaultRoles: false}\n",
+        &[],
+    );
+    let roles: Vec<&serde_json::Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole")
+        .map(|o| &o["metadata"]["name"])
+        .collect();
+    assert_eq!(roles, ["guard-disruption-guard"]);
+}
+
+#[test]
 fn the_readme_values_table_is_generated_from_values_yaml() {
     let out = run(Command::new("python3").arg(repo_root().join("tests/chart/values-table.py")));
     let generated = String::from_utf8(out.stdout).unwrap();
@@ -525,6 +568,9 @@ async fn helm_install_with_default_values_succeeds_in_the_test_cluster() {
             "the release owns the CRD"
         );
         let fullname = format!("{release}-disruption-guard");
+        for role in ["ci", "view", "edit"] {
+            run(support::kubectl().args(["get", "clusterrole", &format!("{fullname}-{role}")]));
+        }
         run(helm().args(["uninstall", &release, "--namespace", &ns, "--wait"]));
         let left = support::kubectl()
             .args(["get", "clusterrole", &fullname])
