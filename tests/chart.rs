@@ -2,8 +2,8 @@
 //! from the test cluster's own OpenAPI document, and for the prometheus-operator kinds from
 //! their CRDs in the pinned prometheus-operator Go module) for every values file in
 //! `tests/chart/values/`, the values schema refusing bad values, the generated values table and
-//! dashboard picture being current, what the chart renders, a real `helm install` into the
-//! test cluster and a `helm upgrade` from
+//! dashboard picture being current, what the defaults render, a real `helm install` into the
+//! test cluster (directly and as the subchart of an umbrella chart) and a `helm upgrade` from
 //! the previous chart that changes the CRD. The metric-name checks of the dashboard and alerts
 //! live in `tests/chart/metrics.rs`.
 //!
@@ -269,6 +269,8 @@ fn the_values_schema_refuses_a_wrong_type_with_a_clear_message() {
         ("replica: 3\n", "replica"),
         ("serviceMonitor: {interval: soon}\n", "interval"),
         ("crds: {enabled: \"yes\"}\n", "crds/enabled"),
+        ("image: {digest: latest}\n", "digest"),
+        ("extraArgs: [1]\n", "extraArgs"),
     ] {
         let out = template(values, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -321,6 +323,98 @@ fn find<'a>(
         .iter()
         .find(|o| o["kind"] == kind && name.is_none_or(|n| o["metadata"]["name"] == n))
         .unwrap_or_else(|| panic!("no {kind} {name:?} rendered"))
+}
+
+#[test]
+fn the_defaults_install_anywhere_and_pin_no_node() {
+    let objects = rendered("{}\n", &[]);
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"];
+    // GKE admits system-cluster-critical outside kube-system only under a ResourceQuota.
+    assert!(pod["spec"]["priorityClassName"].is_null(), "{pod:#}");
+    // Two replicas and their PDB keep the operator up; do-not-disrupt would pin two nodes.
+    assert!(
+        pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"].is_null(),
+        "{pod:#}"
+    );
+    assert_eq!(
+        pod["spec"]["nodeSelector"],
+        serde_json::json!({"kubernetes.io/os": "linux"})
+    );
+    assert_eq!(pod["spec"]["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
+        true
+    );
+    let spec = &find(&objects, "Deployment", None)["spec"];
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    assert_eq!(spec["revisionHistoryLimit"], 3);
+    assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
+
+    // In kube-system, where every cluster admits it, the operator gets the critical class.
+    let objects = rendered("{}\n", &["--namespace", "kube-system"]);
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    let objects = rendered("priorityClassName: platform-high\n", &[]);
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "platform-high");
+}
+
+#[test]
+fn the_pod_and_container_settings_come_from_values() {
+    let values =
+        std::fs::read_to_string(repo_root().join("tests/chart/values/everything.yaml")).unwrap();
+    let objects = rendered(&values, &[]);
+    let deployment = find(&objects, "Deployment", None);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["image"],
+        "ghcr.io/disruption-guard/disruption-guard@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    );
+    let args = container["args"].as_array().unwrap();
+    assert_eq!(
+        args.last().unwrap(),
+        "--retention=2h",
+        "extraArgs come last"
+    );
+    assert!(
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "DISRUPTION_GUARD_HTTP2" && e["value"] == "true")
+    );
+    assert_eq!(
+        container["envFrom"][0]["configMapRef"]["name"],
+        "guard-extra-env"
+    );
+    assert_eq!(
+        deployment["spec"]["strategy"]["rollingUpdate"]["maxSurge"],
+        "25%"
+    );
+    assert_eq!(deployment["spec"]["revisionHistoryLimit"], 5);
+    assert_eq!(pod["terminationGracePeriodSeconds"], 60);
+    // extraObjects, objects and strings alike, go through tpl.
+    let extra = find(&objects, "ConfigMap", Some("guard-disruption-guard-extra"));
+    assert_eq!(extra["data"]["note"], "installed with release guard");
+    let extra = find(&objects, "ConfigMap", Some("guard-extra-string"));
+    assert_eq!(extra["data"]["replicas"], "3");
+
+    // OpenShift: the UID and group left to the restricted SCC.
+    let objects = rendered(
+        "podSecurityContext: {runAsUser: null, runAsGroup: null, fsGroup: null}\n",
+        &[],
+    );
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["securityContext"],
+        serde_json::json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    // A parent chart's `global` is accepted (umbrella charts, ArgoCD app-of-apps).
+    rendered(
+        "global: {imageRegistry: registry.example.com, storageClass: fast}\n",
+        &[],
+    );
 }
 
 #[test]
@@ -626,6 +720,21 @@ async fn helm_install_with_everything_enabled_succeeds_in_the_test_cluster() {
             .arg(repo_root().join("tests/chart/values/everything.yaml"))
             .args(["--set", &format!("dashboard.namespace={ns}")]));
         let fullname = format!("{release}-disruption-guard");
+        // extraObjects, rendered with tpl.
+        let note = run(support::kubectl().args([
+            "get",
+            "configmap",
+            &format!("{fullname}-extra"),
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.data.note}",
+        ]))
+        .stdout;
+        assert_eq!(
+            String::from_utf8_lossy(&note),
+            format!("installed with release {release}")
+        );
         for kind in [
             "prometheusrule",
             "servicemonitor",
@@ -754,6 +863,70 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+#[tokio::test]
+async fn the_chart_installs_as_the_subchart_of_an_umbrella_chart() {
+    let _crd = crd_lock().await;
+    support::with_namespace(|_client, ns| async move {
+        // An umbrella chart (as an ArgoCD app-of-apps or a platform chart has) that depends on
+        // this one through a file:// repository and passes `global` values down.
+        let umbrella = scratch(&format!("umbrella-{ns}"));
+        std::fs::write(
+            umbrella.join("Chart.yaml"),
+            format!(
+                "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n  - name: disruption-guard\n    version: \">=0.0.0-0\"\n    repository: \"file://{}\"\n",
+                chart().display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            umbrella.join("values.yaml"),
+            "global:\n  imageRegistry: registry.example.com\n  storageClass: fast\ndisruption-guard:\n  replicas: 1\n  podDisruptionBudget: {enabled: false}\n",
+        )
+        .unwrap();
+        run(helm().args(["dependency", "build"]).arg(&umbrella));
+        let release = format!("platform-{}", &ns[ns.len() - 8..]);
+        let fullname = format!("{release}-disruption-guard");
+
+        let rendered = run(helm()
+            .args(["template", &release, "--namespace", &ns])
+            .args(["--kube-version", "1.36.3"])
+            .arg(&umbrella))
+        .stdout;
+        let text = String::from_utf8_lossy(&rendered);
+        assert!(text.contains(&format!("name: {fullname}\n")), "{text}");
+        assert!(text.contains("kind: CustomResourceDefinition"));
+        // The subchart's schema still applies under the parent's key.
+        let refused = helm()
+            .args(["template", &release, "--namespace", &ns])
+            .arg(&umbrella)
+            .args(["--set", "disruption-guard.replica=2"])
+            .output()
+            .unwrap();
+        assert!(!refused.status.success(), "a misspelt value must be refused");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("replica"),
+            "{}",
+            String::from_utf8_lossy(&refused.stderr)
+        );
+
+        run(helm()
+            .args(["install", &release, "--namespace", &ns, "--wait"])
+            .args(["--timeout", "60s", "--take-ownership"])
+            .arg(&umbrella));
+        let pods = run(support::kubectl().args(["get", "pods", "-n", &ns, "-o", "name"])).stdout;
+        assert_eq!(
+            String::from_utf8_lossy(&pods).lines().count(),
+            1,
+            "the umbrella's values reach the subchart"
+        );
+        run(support::kubectl().args(["get", "deployment", &fullname, "-n", &ns]));
+        run(support::kubectl().args(["get", "clusterrole", &format!("{fullname}-ci")]));
+        run(helm().args(["uninstall", &release, "--namespace", &ns, "--wait"]));
+        let _ = std::fs::remove_dir_all(&umbrella);
+    })
+    .await;
 }
 
 /// Removes Helm's ownership from the installed CRD, so it looks as it does after an install

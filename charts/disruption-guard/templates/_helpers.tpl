@@ -33,5 +33,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{- define "disruption-guard.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+The pods' PriorityClass: the value when set; otherwise system-cluster-critical in kube-system,
+where every cluster admits it, and none elsewhere (GKE admits the system classes outside
+kube-system only under a ResourceQuota that allows them).
+*/ -}}
+{{- define "disruption-guard.priorityClassName" -}}
+{{- if .Values.priorityClassName -}}
+{{- .Values.priorityClassName -}}
+{{- else if eq .Release.Namespace "kube-system" -}}
+system-cluster-critical
+{{- end -}}
 {{- end -}}
