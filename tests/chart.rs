@@ -91,7 +91,7 @@ fn crd_owner() -> Option<String> {
         .map(str::to_string)
 }
 
-/// The prometheus-operator release whose CRDs (ServiceMonitor, PrometheusRule) the rendered
+/// The prometheus-operator release whose CRDs (ServiceMonitor, PodMonitor, PrometheusRule) the rendered
 /// chart is checked against, and the Go module checksum that pins its content.
 const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus-operator@v0.85.0";
 const PROMETHEUS_OPERATOR_SUM: &str = "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s=";
@@ -108,7 +108,7 @@ fn monitoring_crds() -> Vec<u8> {
         "{PROMETHEUS_OPERATOR} is not the pinned module"
     );
     let dir = Path::new(module["Dir"].as_str().unwrap()).join("example/prometheus-operator-crd");
-    let crds: Vec<serde_json::Value> = ["servicemonitors", "prometheusrules"]
+    let crds: Vec<serde_json::Value> = ["servicemonitors", "podmonitors", "prometheusrules"]
         .iter()
         .map(|plural| {
             let path = dir.join(format!("monitoring.coreos.com_{plural}.yaml"));
@@ -270,6 +270,8 @@ fn the_values_schema_refuses_a_wrong_type_with_a_clear_message() {
         ("serviceMonitor: {interval: soon}\n", "interval"),
         ("crds: {enabled: \"yes\"}\n", "crds/enabled"),
         ("image: {digest: latest}\n", "digest"),
+        ("prometheusRule: {groupBy: [a-b]}\n", "groupBy"),
+        ("podMonitor: {scrapeTimeout: soon}\n", "scrapeTimeout"),
         ("extraArgs: [1]\n", "extraArgs"),
     ] {
         let out = template(values, &[]);
@@ -505,6 +507,69 @@ fn the_user_roles_grant_the_verbs_the_api_checks() {
         .map(|o| &o["metadata"]["name"])
         .collect();
     assert_eq!(roles, ["guard-disruption-guard"]);
+}
+
+#[test]
+fn the_alerts_select_the_series_the_values_name() {
+    // promtool from the pinned Prometheus module (tests/cluster/build --with-helm).
+    let promtool = support::cached_tool("prometheus-v", "promtool");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("alerts-select");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, values, present, absent) in [
+        (
+            "podmonitor",
+            std::fs::read_to_string(
+                repo_root().join("tests/chart/values/podmonitor-openshift.yaml"),
+            )
+            .unwrap(),
+            vec![r#"job="guard-disruption-guard-admin", cluster="ci-east""#],
+            vec![r#"namespace="guard-system""#],
+        ),
+        (
+            "grouped",
+            "prometheusRule: {enabled: true, groupBy: [cluster, region]}\n".to_string(),
+            vec![r#"job="guard-disruption-guard-admin", namespace="guard-system""#],
+            vec!["sum(", "sum by (category) ("],
+        ),
+    ] {
+        let objects = rendered(&values, &[]);
+        let rule = find(&objects, "PrometheusRule", None);
+        for r in rule["spec"]["groups"][0]["rules"].as_array().unwrap() {
+            let expr = r["expr"].as_str().unwrap();
+            for text in &present {
+                assert!(
+                    expr.contains(text),
+                    "{name}: {} lacks {text}: {expr}",
+                    r["alert"]
+                );
+            }
+            for text in &absent {
+                assert!(
+                    !expr.contains(text),
+                    "{name}: {} has {text}: {expr}",
+                    r["alert"]
+                );
+            }
+            if name == "grouped" && expr.contains("sum") {
+                assert!(expr.contains("cluster, region)"), "{}: {expr}", r["alert"]);
+            }
+        }
+        // Valid PromQL, as Prometheus loads it.
+        let file = dir.join(format!("{name}.yaml"));
+        std::fs::write(&file, serde_yaml::to_string(&rule["spec"]).unwrap()).unwrap();
+        run(Command::new(&promtool).args(["check", "rules"]).arg(&file));
+    }
+    // Both monitors would scrape every replica twice.
+    let out = template(
+        "serviceMonitor: {enabled: true}\npodMonitor: {enabled: true}\n",
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("choose one"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -52,3 +52,14 @@ kube-system only under a ResourceQuota that allows them).
 system-cluster-critical
 {{- end -}}
 {{- end -}}
+
+{{- /*
+The label matchers every alert expression selects the operator's series with.
+*/ -}}
+{{- define "disruption-guard.alertSelector" -}}
+{{- if .Values.prometheusRule.selector -}}
+{{- tpl .Values.prometheusRule.selector . -}}
+{{- else -}}
+{{- printf "job=\"%s-admin\", namespace=\"%s\"" (include "disruption-guard.fullname" .) .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
