@@ -510,6 +510,33 @@ fn the_user_roles_grant_the_verbs_the_api_checks() {
 }
 
 #[test]
+fn the_ingress_lets_a_waiting_request_run_ten_minutes() {
+    let objects = rendered("ingress: {enabled: true}\n", &[]);
+    let annotations = &find(&objects, "Ingress", None)["metadata"]["annotations"];
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"],
+        "660"
+    );
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/proxy-send-timeout"],
+        "660"
+    );
+    assert_eq!(annotations["haproxy.org/timeout-server"], "660s");
+    // The user's annotations win; 0 writes none.
+    let objects = rendered(
+        "ingress: {enabled: true, annotations: {nginx.ingress.kubernetes.io/proxy-read-timeout: \"900\"}}\n",
+        &[],
+    );
+    let annotations = &find(&objects, "Ingress", None)["metadata"]["annotations"];
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"],
+        "900"
+    );
+    let objects = rendered("ingress: {enabled: true, requestTimeoutSeconds: 0}\n", &[]);
+    assert!(find(&objects, "Ingress", None)["metadata"]["annotations"].is_null());
+}
+
+#[test]
 fn the_alerts_select_the_series_the_values_name() {
     // promtool from the pinned Prometheus module (tests/cluster/build --with-helm).
     let promtool = support::cached_tool("prometheus-v", "promtool");

@@ -63,3 +63,15 @@ The label matchers every alert expression selects the operator's series with.
 {{- printf "job=\"%s-admin\", namespace=\"%s\"" (include "disruption-guard.fullname" .) .Release.Namespace -}}
 {{- end -}}
 {{- end -}}
+
+{{- /*
+Timeout annotations of the Ingress controllers that read them per Ingress: a request with
+`?wait=true` may wait up to 10 minutes for its answer.
+*/ -}}
+{{- define "disruption-guard.ingressTimeouts" -}}
+{{- with int .Values.ingress.requestTimeoutSeconds }}
+nginx.ingress.kubernetes.io/proxy-read-timeout: {{ . | quote }}
+nginx.ingress.kubernetes.io/proxy-send-timeout: {{ . | quote }}
+haproxy.org/timeout-server: {{ printf "%ds" . | quote }}
+{{- end }}
+{{- end -}}
