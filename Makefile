@@ -44,5 +44,5 @@ cluster-up:
 cluster-down:
 	@$(CLUSTER)/down
 
-crd: ## Regenerate the chart's copy of the CRD
-	cargo run --quiet -- crd > charts/disruption-guard/crds/testwindows.yaml
+crd: ## Regenerate the chart's copy of the CRD (templates/crd.yaml renders it)
+	cargo run --quiet -- crd > charts/disruption-guard/files/testwindows.crd.yaml

@@ -2,8 +2,15 @@
 //! from the test cluster's own OpenAPI document, and for the prometheus-operator kinds from
 //! their CRDs in the pinned prometheus-operator Go module) for every values file in
 //! `tests/chart/values/`, the values schema refusing bad values, the generated values table and
-//! dashboard picture being current, and a real `helm install` into the test cluster. The
-//! metric-name checks of the dashboard and alerts live in `tests/chart/metrics.rs`.
+//! dashboard picture being current, what the defaults render, a real `helm install` into the
+//! test cluster (directly and as the subchart of an umbrella chart) and a `helm upgrade` from
+//! the previous chart that changes the CRD. The metric-name checks of the dashboard and alerts
+//! live in `tests/chart/metrics.rs`.
+//!
+//! The `TestWindow` CRD is cluster-wide and shared with every other test, which installs it
+//! with `disruption-guard crd` (`support::operator::ensure_crd`). Tests that install the chart
+//! with its CRD therefore take the CRD over (`helm install --take-ownership`, as a user
+//! upgrading from 0.1.0 does once) and run one at a time ([`crd_lock`]).
 
 mod support;
 
@@ -47,7 +54,44 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// The prometheus-operator release whose CRDs (ServiceMonitor, PrometheusRule) the rendered
+/// `helm` against the test cluster.
+fn helm() -> Command {
+    let mut cmd = Command::new(tool("helm"));
+    cmd.env("KUBECONFIG", support::kubeconfig());
+    cmd
+}
+
+const CRD: &str = "customresourcedefinition/testwindows.disruption-guard.io";
+
+/// Held by every test that installs or upgrades the chart with its CRD: Helm takes the one
+/// cluster-wide CRD over, and the upgrade test changes its schema for a while.
+async fn crd_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
+/// The CRD as the API server has it, or `None` when it is not installed.
+fn installed_crd() -> Option<serde_json::Value> {
+    let out = support::kubectl()
+        .args(["get", CRD, "-o", "json", "--ignore-not-found"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (!out.stdout.is_empty()).then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// The release that owns the installed CRD (`meta.helm.sh/release-name`), if any.
+fn crd_owner() -> Option<String> {
+    installed_crd()?["metadata"]["annotations"]["meta.helm.sh/release-name"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The prometheus-operator release whose CRDs (ServiceMonitor, PodMonitor, PrometheusRule) the rendered
 /// chart is checked against, and the Go module checksum that pins its content.
 const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus-operator@v0.85.0";
 const PROMETHEUS_OPERATOR_SUM: &str = "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s=";
@@ -64,7 +108,7 @@ fn monitoring_crds() -> Vec<u8> {
         "{PROMETHEUS_OPERATOR} is not the pinned module"
     );
     let dir = Path::new(module["Dir"].as_str().unwrap()).join("example/prometheus-operator-crd");
-    let crds: Vec<serde_json::Value> = ["servicemonitors", "prometheusrules"]
+    let crds: Vec<serde_json::Value> = ["servicemonitors", "podmonitors", "prometheusrules"]
         .iter()
         .map(|plural| {
             let path = dir.join(format!("monitoring.coreos.com_{plural}.yaml"));
@@ -224,6 +268,11 @@ fn the_values_schema_refuses_a_wrong_type_with_a_clear_message() {
         ("image: {pullPolicy: Sometimes}\n", "pullPolicy"),
         ("replica: 3\n", "replica"),
         ("serviceMonitor: {interval: soon}\n", "interval"),
+        ("crds: {enabled: \"yes\"}\n", "crds/enabled"),
+        ("image: {digest: latest}\n", "digest"),
+        ("prometheusRule: {groupBy: [a-b]}\n", "groupBy"),
+        ("podMonitor: {scrapeTimeout: soon}\n", "scrapeTimeout"),
+        ("extraArgs: [1]\n", "extraArgs"),
     ] {
         let out = template(values, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -248,6 +297,306 @@ fn the_values_schema_refuses_a_wrong_type_with_a_clear_message() {
     let text = String::from_utf8_lossy(&lint.stdout);
     assert!(!lint.status.success(), "helm lint accepted replicas: two");
     assert!(text.contains("replicas"), "{text}");
+}
+
+/// The objects `helm template` renders for `values` (extra arguments after them), or a panic
+/// with Helm's error.
+fn rendered(values: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+    let out = template(values, extra);
+    assert!(
+        out.status.success(),
+        "helm template with {values:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_slice(&out.stdout)
+        .map(|doc| serde_json::Value::deserialize(doc).unwrap())
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// The one object of `kind` (named `name` when given) among `objects`.
+fn find<'a>(
+    objects: &'a [serde_json::Value],
+    kind: &str,
+    name: Option<&str>,
+) -> &'a serde_json::Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && name.is_none_or(|n| o["metadata"]["name"] == n))
+        .unwrap_or_else(|| panic!("no {kind} {name:?} rendered"))
+}
+
+#[test]
+fn the_defaults_install_anywhere_and_pin_no_node() {
+    let objects = rendered("{}\n", &[]);
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"];
+    // GKE admits system-cluster-critical outside kube-system only under a ResourceQuota.
+    assert!(pod["spec"]["priorityClassName"].is_null(), "{pod:#}");
+    // Two replicas and their PDB keep the operator up; do-not-disrupt would pin two nodes.
+    assert!(
+        pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"].is_null(),
+        "{pod:#}"
+    );
+    assert_eq!(
+        pod["spec"]["nodeSelector"],
+        serde_json::json!({"kubernetes.io/os": "linux"})
+    );
+    assert_eq!(pod["spec"]["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
+        true
+    );
+    let spec = &find(&objects, "Deployment", None)["spec"];
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    assert_eq!(spec["revisionHistoryLimit"], 3);
+    assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
+
+    // In kube-system, where every cluster admits it, the operator gets the critical class.
+    let objects = rendered("{}\n", &["--namespace", "kube-system"]);
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    let objects = rendered("priorityClassName: platform-high\n", &[]);
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "platform-high");
+}
+
+#[test]
+fn the_pod_and_container_settings_come_from_values() {
+    let values =
+        std::fs::read_to_string(repo_root().join("tests/chart/values/everything.yaml")).unwrap();
+    let objects = rendered(&values, &[]);
+    let deployment = find(&objects, "Deployment", None);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["image"],
+        "ghcr.io/disruption-guard/disruption-guard@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    );
+    let args = container["args"].as_array().unwrap();
+    assert_eq!(
+        args.last().unwrap(),
+        "--retention=2h",
+        "extraArgs come last"
+    );
+    assert!(
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "DISRUPTION_GUARD_HTTP2" && e["value"] == "true")
+    );
+    assert_eq!(
+        container["envFrom"][0]["configMapRef"]["name"],
+        "guard-extra-env"
+    );
+    assert_eq!(
+        deployment["spec"]["strategy"]["rollingUpdate"]["maxSurge"],
+        "25%"
+    );
+    assert_eq!(deployment["spec"]["revisionHistoryLimit"], 5);
+    assert_eq!(pod["terminationGracePeriodSeconds"], 60);
+    // extraObjects, objects and strings alike, go through tpl.
+    let extra = find(&objects, "ConfigMap", Some("guard-disruption-guard-extra"));
+    assert_eq!(extra["data"]["note"], "installed with release guard");
+    let extra = find(&objects, "ConfigMap", Some("guard-extra-string"));
+    assert_eq!(extra["data"]["replicas"], "3");
+
+    // OpenShift: the UID and group left to the restricted SCC.
+    let objects = rendered(
+        "podSecurityContext: {runAsUser: null, runAsGroup: null, fsGroup: null}\n",
+        &[],
+    );
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["securityContext"],
+        serde_json::json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    // A parent chart's `global` is accepted (umbrella charts, ArgoCD app-of-apps).
+    rendered(
+        "global: {imageRegistry: registry.example.com, storageClass: fast}\n",
+        &[],
+    );
+}
+
+#[test]
+fn the_crd_is_the_generated_one_kept_on_uninstall_and_can_be_left_out() {
+    let file: serde_json::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart().join("files/testwindows.crd.yaml")).unwrap(),
+    )
+    .unwrap();
+    let objects = rendered("{}\n", &[]);
+    let crd = find(&objects, "CustomResourceDefinition", None);
+    // Helm's fromYaml/toYaml round trip writes `minimum: 0.0` as `0`: the same JSON number.
+    fn numbers_as_f64(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Number(n) => serde_json::json!(n.as_f64().unwrap()),
+            serde_json::Value::Array(a) => a.iter().map(numbers_as_f64).collect(),
+            serde_json::Value::Object(o) => o
+                .iter()
+                .map(|(k, v)| (k.clone(), numbers_as_f64(v)))
+                .collect(),
+            other => other.clone(),
+        }
+    }
+    assert_eq!(
+        numbers_as_f64(&crd["spec"]),
+        numbers_as_f64(&file["spec"]),
+        "the template changes nothing in the spec"
+    );
+    assert_eq!(crd["metadata"]["name"], file["metadata"]["name"]);
+    assert_eq!(
+        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    assert_eq!(
+        crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+
+    let objects = rendered("crds: {keep: false}\n", &[]);
+    let crd = find(&objects, "CustomResourceDefinition", None);
+    assert!(crd["metadata"]["annotations"].is_null(), "{crd:#}");
+    let objects = rendered("crds: {enabled: false}\n", &[]);
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["kind"] == "CustomResourceDefinition"),
+        "crds.enabled: false renders no CRD"
+    );
+}
+
+#[test]
+fn the_user_roles_grant_the_verbs_the_api_checks() {
+    let objects = rendered("{}\n", &[]);
+    let rules = |name: &str| find(&objects, "ClusterRole", Some(name))["rules"].clone();
+    // src/api/auth.rs: create (open), get, list, patch (renew), delete (close); watch for the
+    // CLI's direct mode.
+    assert_eq!(
+        rules("guard-disruption-guard-ci"),
+        serde_json::json!([{
+            "apiGroups": ["disruption-guard.io"],
+            "resources": ["testwindows"],
+            "verbs": ["create", "get", "list", "watch", "patch", "delete"]
+        }])
+    );
+    let labels =
+        |name: &str| find(&objects, "ClusterRole", Some(name))["metadata"]["labels"].clone();
+    let view = labels("guard-disruption-guard-view");
+    let edit = labels("guard-disruption-guard-edit");
+    for (labels, role, expect) in [
+        (&view, "view", "true"),
+        (&view, "edit", "true"),
+        (&view, "admin", "true"),
+        (&edit, "edit", "true"),
+        (&edit, "admin", "true"),
+    ] {
+        assert_eq!(
+            labels[format!("rbac.authorization.k8s.io/aggregate-to-{role}")],
+            expect
+        );
+    }
+    assert!(edit["rbac.authorization.k8s.io/aggregate-to-view"].is_null());
+    let objects = rendered(
+        "rbac: {ciRole: false, aggregateToDefaultRoles: false}\n",
+        &[],
+    );
+    let roles: Vec<&serde_json::Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole")
+        .map(|o| &o["metadata"]["name"])
+        .collect();
+    assert_eq!(roles, ["guard-disruption-guard"]);
+}
+
+#[test]
+fn the_ingress_lets_a_waiting_request_run_ten_minutes() {
+    let objects = rendered("ingress: {enabled: true}\n", &[]);
+    let annotations = &find(&objects, "Ingress", None)["metadata"]["annotations"];
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"],
+        "660"
+    );
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/proxy-send-timeout"],
+        "660"
+    );
+    assert_eq!(annotations["haproxy.org/timeout-server"], "660s");
+    // The user's annotations win; 0 writes none.
+    let objects = rendered(
+        "ingress: {enabled: true, annotations: {nginx.ingress.kubernetes.io/proxy-read-timeout: \"900\"}}\n",
+        &[],
+    );
+    let annotations = &find(&objects, "Ingress", None)["metadata"]["annotations"];
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"],
+        "900"
+    );
+    let objects = rendered("ingress: {enabled: true, requestTimeoutSeconds: 0}\n", &[]);
+    assert!(find(&objects, "Ingress", None)["metadata"]["annotations"].is_null());
+}
+
+#[test]
+fn the_alerts_select_the_series_the_values_name() {
+    // promtool from the pinned Prometheus module (tests/cluster/build --with-helm).
+    let promtool = support::cached_tool("prometheus-v", "promtool");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("alerts-select");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, values, present, absent) in [
+        (
+            "podmonitor",
+            std::fs::read_to_string(
+                repo_root().join("tests/chart/values/podmonitor-openshift.yaml"),
+            )
+            .unwrap(),
+            vec![r#"job="guard-disruption-guard-admin", cluster="ci-east""#],
+            vec![r#"namespace="guard-system""#],
+        ),
+        (
+            "grouped",
+            "prometheusRule: {enabled: true, groupBy: [cluster, region]}\n".to_string(),
+            vec![r#"job="guard-disruption-guard-admin", namespace="guard-system""#],
+            vec!["sum(", "sum by (category) ("],
+        ),
+    ] {
+        let objects = rendered(&values, &[]);
+        let rule = find(&objects, "PrometheusRule", None);
+        for r in rule["spec"]["groups"][0]["rules"].as_array().unwrap() {
+            let expr = r["expr"].as_str().unwrap();
+            for text in &present {
+                assert!(
+                    expr.contains(text),
+                    "{name}: {} lacks {text}: {expr}",
+                    r["alert"]
+                );
+            }
+            for text in &absent {
+                assert!(
+                    !expr.contains(text),
+                    "{name}: {} has {text}: {expr}",
+                    r["alert"]
+                );
+            }
+            if name == "grouped" && expr.contains("sum") {
+                assert!(expr.contains("cluster, region)"), "{}: {expr}", r["alert"]);
+            }
+        }
+        // Valid PromQL, as Prometheus loads it.
+        let file = dir.join(format!("{name}.yaml"));
+        std::fs::write(&file, serde_yaml::to_string(&rule["spec"]).unwrap()).unwrap();
+        run(Command::new(&promtool).args(["check", "rules"]).arg(&file));
+    }
+    // Both monitors would scrape every replica twice.
+    let out = template(
+        "serviceMonitor: {enabled: true}\npodMonitor: {enabled: true}\n",
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("choose one"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -386,34 +735,38 @@ fn the_dashboard_data_picture_comes_from_a_run_of_the_current_queries() {
 
 #[tokio::test]
 async fn helm_install_with_default_values_succeeds_in_the_test_cluster() {
+    let _crd = crd_lock().await;
     support::with_namespace(|_client, ns| async move {
         let release = format!("guard-{}", &ns[ns.len() - 8..]);
-        run(Command::new(tool("helm"))
-            .args([
-                "install",
-                &release,
-                "--namespace",
-                &ns,
-                "--wait",
-                "--timeout",
-                "60s",
-            ])
-            .arg(chart())
-            .env("KUBECONFIG", support::kubeconfig()));
+        run(helm()
+            .args(["install", &release, "--namespace", &ns, "--wait"])
+            .args(["--timeout", "60s", "--take-ownership"])
+            .arg(chart()));
         let pods = run(support::kubectl().args(["get", "pods", "-n", &ns, "-o", "name"])).stdout;
         assert_eq!(
             String::from_utf8_lossy(&pods).lines().count(),
             2,
             "two operator replicas by default"
         );
-        run(Command::new(tool("helm"))
-            .args(["uninstall", &release, "--namespace", &ns, "--wait"])
-            .env("KUBECONFIG", support::kubeconfig()));
+        assert_eq!(
+            crd_owner().as_deref(),
+            Some(release.as_str()),
+            "the release owns the CRD"
+        );
+        let fullname = format!("{release}-disruption-guard");
+        for role in ["ci", "view", "edit"] {
+            run(support::kubectl().args(["get", "clusterrole", &format!("{fullname}-{role}")]));
+        }
+        run(helm().args(["uninstall", &release, "--namespace", &ns, "--wait"]));
         let left = support::kubectl()
-            .args(["get", "clusterrole", &format!("{release}-disruption-guard")])
+            .args(["get", "clusterrole", &fullname])
             .output()
             .unwrap();
         assert!(!left.status.success(), "uninstall removes the ClusterRole");
+        assert!(
+            installed_crd().is_some(),
+            "uninstall keeps the CRD (crds.keep), and with it every TestWindow"
+        );
     })
     .await;
 }
@@ -448,17 +801,32 @@ async fn helm_install_with_everything_enabled_succeeds_in_the_test_cluster() {
         "crd/prometheusrules.monitoring.coreos.com",
         "--timeout=30s",
     ]));
+    let _crd = crd_lock().await;
     support::with_namespace(|_client, ns| async move {
         let release = format!("guard-{}", &ns[ns.len() - 8..]);
-        run(Command::new(tool("helm"))
+        run(helm()
             .args(["install", &release, "--namespace", &ns, "--wait"])
-            .args(["--timeout", "60s"])
+            .args(["--timeout", "60s", "--take-ownership"])
             .arg(chart())
             .arg("-f")
             .arg(repo_root().join("tests/chart/values/everything.yaml"))
-            .args(["--set", &format!("dashboard.namespace={ns}")])
-            .env("KUBECONFIG", support::kubeconfig()));
+            .args(["--set", &format!("dashboard.namespace={ns}")]));
         let fullname = format!("{release}-disruption-guard");
+        // extraObjects, rendered with tpl.
+        let note = run(support::kubectl().args([
+            "get",
+            "configmap",
+            &format!("{fullname}-extra"),
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.data.note}",
+        ]))
+        .stdout;
+        assert_eq!(
+            String::from_utf8_lossy(&note),
+            format!("installed with release {release}")
+        );
         for kind in [
             "prometheusrule",
             "servicemonitor",
@@ -481,9 +849,7 @@ async fn helm_install_with_everything_enabled_succeeds_in_the_test_cluster() {
         assert_eq!(String::from_utf8_lossy(&cm), "1");
         let pods = run(support::kubectl().args(["get", "pods", "-n", &ns, "-o", "name"])).stdout;
         assert_eq!(String::from_utf8_lossy(&pods).lines().count(), 3);
-        run(Command::new(tool("helm"))
-            .args(["uninstall", &release, "--namespace", &ns, "--wait"])
-            .env("KUBECONFIG", support::kubeconfig()));
+        run(helm().args(["uninstall", &release, "--namespace", &ns, "--wait"]));
         let left = support::kubectl()
             .args(["get", "prometheusrule,servicemonitor,configmap", "-n", &ns])
             .args(["-l", &format!("app.kubernetes.io/instance={release}")])
@@ -576,4 +942,302 @@ fn the_alerts_fire_when_they_should_and_only_then() {
         .args(["test", "rules", "alerts-test.yaml"])
         .current_dir(&dir));
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// The chart version the current one must upgrade from: 0.1.0 as of the last commit that
+/// shipped the CRD in `crds/` (Helm installed it once and never upgraded it). Replace it with
+/// the tag of the last release once there is one.
+const PREVIOUS_CHART_COMMIT: &str = "b485d97009239bce93e3af3524d5236c92911ba2";
+
+/// A fresh scratch directory under the test target directory.
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn the_chart_installs_as_the_subchart_of_an_umbrella_chart() {
+    let _crd = crd_lock().await;
+    support::with_namespace(|_client, ns| async move {
+        // An umbrella chart (as an ArgoCD app-of-apps or a platform chart has) that depends on
+        // this one through a file:// repository and passes `global` values down.
+        let umbrella = scratch(&format!("umbrella-{ns}"));
+        std::fs::write(
+            umbrella.join("Chart.yaml"),
+            format!(
+                "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n  - name: disruption-guard\n    version: \">=0.0.0-0\"\n    repository: \"file://{}\"\n",
+                chart().display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            umbrella.join("values.yaml"),
+            "global:\n  imageRegistry: registry.example.com\n  storageClass: fast\ndisruption-guard:\n  replicas: 1\n  podDisruptionBudget: {enabled: false}\n",
+        )
+        .unwrap();
+        run(helm().args(["dependency", "build"]).arg(&umbrella));
+        let release = format!("platform-{}", &ns[ns.len() - 8..]);
+        let fullname = format!("{release}-disruption-guard");
+
+        let rendered = run(helm()
+            .args(["template", &release, "--namespace", &ns])
+            .args(["--kube-version", "1.36.3"])
+            .arg(&umbrella))
+        .stdout;
+        let text = String::from_utf8_lossy(&rendered);
+        assert!(text.contains(&format!("name: {fullname}\n")), "{text}");
+        assert!(text.contains("kind: CustomResourceDefinition"));
+        // The subchart's schema still applies under the parent's key.
+        let refused = helm()
+            .args(["template", &release, "--namespace", &ns])
+            .arg(&umbrella)
+            .args(["--set", "disruption-guard.replica=2"])
+            .output()
+            .unwrap();
+        assert!(!refused.status.success(), "a misspelt value must be refused");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("replica"),
+            "{}",
+            String::from_utf8_lossy(&refused.stderr)
+        );
+
+        run(helm()
+            .args(["install", &release, "--namespace", &ns, "--wait"])
+            .args(["--timeout", "60s", "--take-ownership"])
+            .arg(&umbrella));
+        let pods = run(support::kubectl().args(["get", "pods", "-n", &ns, "-o", "name"])).stdout;
+        assert_eq!(
+            String::from_utf8_lossy(&pods).lines().count(),
+            1,
+            "the umbrella's values reach the subchart"
+        );
+        run(support::kubectl().args(["get", "deployment", &fullname, "-n", &ns]));
+        run(support::kubectl().args(["get", "clusterrole", &format!("{fullname}-ci")]));
+        run(helm().args(["uninstall", &release, "--namespace", &ns, "--wait"]));
+        let _ = std::fs::remove_dir_all(&umbrella);
+    })
+    .await;
+}
+
+/// Removes Helm's ownership from the installed CRD, so it looks as it does after an install
+/// of 0.1.0 (from `crds/`) or `disruption-guard crd | kubectl apply -f -`.
+fn disown_crd() {
+    if installed_crd().is_none() {
+        return;
+    }
+    let patch = serde_json::json!({"metadata": {
+        "annotations": {
+            "meta.helm.sh/release-name": null,
+            "meta.helm.sh/release-namespace": null,
+            "helm.sh/resource-policy": null,
+        },
+        "labels": {
+            "app.kubernetes.io/managed-by": null,
+            "app.kubernetes.io/instance": null,
+            "app.kubernetes.io/name": null,
+            "app.kubernetes.io/version": null,
+            "helm.sh/chart": null,
+        },
+    }});
+    run(support::kubectl()
+        .args(["patch", CRD, "--type=merge", "-p"])
+        .arg(patch.to_string()));
+}
+
+/// A copy of the current chart whose CRD has one more field in the window spec.
+fn chart_with_a_new_crd_field(dir: &Path, field: &str) -> PathBuf {
+    let copy = dir.join("disruption-guard");
+    run(Command::new("cp").arg("-r").arg(chart()).arg(&copy));
+    let path = copy.join("files/testwindows.crd.yaml");
+    let mut crd: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let properties = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"];
+    let properties = properties.as_mapping_mut().expect("the spec's properties");
+    properties.insert(
+        field.into(),
+        serde_yaml::from_str("{type: string, description: A field the next version adds.}")
+            .unwrap(),
+    );
+    std::fs::write(&path, serde_yaml::to_string(&crd).unwrap()).unwrap();
+    copy
+}
+
+/// Whether the API server serves `field` in the window spec: a window created with it under
+/// strict field validation keeps it.
+fn serves_spec_field(ns: &str, name: &str, field: &str) -> bool {
+    let window = serde_json::json!({
+        "apiVersion": "disruption-guard.io/v1alpha1",
+        "kind": "TestWindow",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"ttl": "10m", "selector": {"matchLabels": {"app": "none"}}, field: "served"},
+    });
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{ns}-{name}.json"));
+    std::fs::write(&file, window.to_string()).unwrap();
+    let out = support::kubectl()
+        .args(["create", "--validate=strict", "-o", "json", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        eprintln!(
+            "not served yet: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return false;
+    }
+    let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(created["spec"][field], "served", "{created:#}");
+    true
+}
+
+#[tokio::test]
+async fn helm_upgrade_from_the_previous_chart_updates_the_crd() {
+    let _crd = crd_lock().await;
+    support::with_namespace(|_client, ns| async move {
+        let dir = scratch(&format!("upgrade-{ns}"));
+        // The previous chart, as it was released: its CRD in crds/.
+        let archive = run(Command::new("git").arg("-C").arg(repo_root()).args([
+            "archive",
+            "--format=tar",
+            PREVIOUS_CHART_COMMIT,
+            "charts/disruption-guard",
+        ]))
+        .stdout;
+        let mut tar = Command::new("tar")
+            .args(["-x", "-C"])
+            .arg(&dir)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        tar.stdin.take().unwrap().write_all(&archive).unwrap();
+        assert!(tar.wait().unwrap().success());
+        let previous = dir.join("charts/disruption-guard");
+        assert!(previous.join("crds/testwindows.yaml").exists());
+        let field = "upgradeProbe";
+        let next = chart_with_a_new_crd_field(&dir, field);
+        let release = format!("guard-{}", &ns[ns.len() - 8..]);
+
+        disown_crd();
+        run(helm()
+            .args([
+                "install",
+                &release,
+                "--namespace",
+                &ns,
+                "--wait",
+                "--timeout",
+                "60s",
+            ])
+            .args(["--set", "replicas=1"])
+            .arg(&previous));
+        assert_eq!(
+            crd_owner(),
+            None,
+            "Helm does not own what it installed from crds/"
+        );
+
+        // Helm refuses to adopt the CRD without being told to: the one-time step the chart
+        // README documents for upgrades from 0.1.0.
+        let refused = helm()
+            .args([
+                "upgrade",
+                &release,
+                "--namespace",
+                &ns,
+                "--reset-then-reuse-values",
+            ])
+            .arg(&next)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success()
+                && stderr.contains("cannot be imported into the current release"),
+            "{stderr}"
+        );
+        // As the chart README says: the values set, the new chart's defaults for the rest.
+        run(helm()
+            .args([
+                "upgrade",
+                &release,
+                "--namespace",
+                &ns,
+                "--wait",
+                "--timeout",
+                "60s",
+            ])
+            .args(["--take-ownership", "--reset-then-reuse-values"])
+            .arg(&next));
+        assert_eq!(crd_owner().as_deref(), Some(release.as_str()));
+        let crd = installed_crd().unwrap();
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            "keep"
+        );
+        let replicas = run(support::kubectl().args([
+            "get",
+            "deployment",
+            &format!("{release}-disruption-guard"),
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ]))
+        .stdout;
+        assert_eq!(
+            String::from_utf8_lossy(&replicas),
+            "1",
+            "the value set at install is reused"
+        );
+
+        support::wait::until(
+            "the API server to serve the new field",
+            std::time::Duration::from_secs(30),
+            || async { serves_spec_field(&ns, "probe", field) },
+        )
+        .await;
+        support::wait::until(
+            "kubectl explain to show the new field",
+            std::time::Duration::from_secs(30),
+            || async {
+                support::kubectl()
+                    .args(["explain", &format!("testwindows.spec.{field}")])
+                    .output()
+                    .unwrap()
+                    .status
+                    .success()
+            },
+        )
+        .await;
+
+        // Back to the current chart: a plain upgrade now (the release owns the CRD), which
+        // also removes the field again for the other tests.
+        run(helm()
+            .args([
+                "upgrade",
+                &release,
+                "--namespace",
+                &ns,
+                "--wait",
+                "--timeout",
+                "60s",
+            ])
+            .arg(chart()));
+        let crd = installed_crd().unwrap();
+        assert!(
+            crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                ["properties"][field]
+                .is_null(),
+            "the upgrade back removes the field from the CRD"
+        );
+        run(support::kubectl().args(["delete", "testwindow", "probe", "-n", &ns, "--wait"]));
+        run(helm().args(["uninstall", &release, "--namespace", &ns, "--wait"]));
+        assert!(installed_crd().is_some(), "uninstall keeps the CRD");
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await;
 }

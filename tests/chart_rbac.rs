@@ -135,3 +135,111 @@ async fn the_drain_watcher_rolls_out_with_only_the_charts_rbac() {
     })
     .await;
 }
+
+/// A ServiceAccount `sa` in `ns` bound (RoleBinding in `ns`) to the ClusterRole `role`.
+fn service_account_bound_to(ns: &str, sa: &str, role: &str) {
+    for args in [
+        vec!["create", "serviceaccount", sa, "-n", ns],
+        vec![
+            "create",
+            "rolebinding",
+            sa,
+            "-n",
+            ns,
+            &format!("--clusterrole={role}"),
+            &format!("--serviceaccount={ns}:{sa}"),
+        ],
+    ] {
+        let out = support::kubectl().args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[tokio::test]
+async fn ci_and_namespace_editors_use_the_api_through_the_charts_roles() {
+    with_namespace(|_client, ns| async move {
+        let identity = ChartIdentity::install(&ns);
+        // CI bound to the chart's -ci ClusterRole; people with the built-in edit and view
+        // roles, which the chart's roles are aggregated into.
+        service_account_bound_to(&ns, "ci", &format!("{}-ci", identity.fullname));
+        service_account_bound_to(&ns, "dev", "edit");
+        service_account_bound_to(&ns, "viewer", "view");
+        // The API authenticates and authorizes with the chart's ServiceAccount's own rights
+        // (TokenReview, SubjectAccessReview).
+        let op = Operator::start_as(
+            &ns,
+            vec![format!("--namespaces={ns}")],
+            identity.kubeconfig.clone(),
+        )
+        .await;
+        let http = reqwest::Client::new();
+        let windows = format!("{}/v1/namespaces/{ns}/windows", op.api);
+        let token = |sa: &str| support::service_account_token(&ns, sa, "disruption-guard");
+
+        for sa in ["ci", "dev"] {
+            let bearer = token(sa);
+            let body = json!({"name": sa, "selector": "app=none", "ttl": "10m", "reason": "rbac"});
+            // The aggregation controller adds the chart's rules to `edit` shortly after they
+            // are created.
+            wait::until(
+                &format!("{sa} to open a window"),
+                Duration::from_secs(30),
+                || async {
+                    let resp = http
+                        .post(&windows)
+                        .bearer_auth(&bearer)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap();
+                    resp.status().is_success()
+                },
+            )
+            .await;
+            let window = format!("{windows}/{sa}");
+            for (what, request) in [
+                ("list", http.get(&windows)),
+                ("get", http.get(&window)),
+                (
+                    "renew",
+                    http.post(format!("{window}/renew"))
+                        .json(&json!({"ttl": "20m"})),
+                ),
+                ("close", http.delete(&window)),
+            ] {
+                let resp = request.bearer_auth(&bearer).send().await.unwrap();
+                let status = resp.status();
+                assert!(
+                    status.is_success(),
+                    "{sa} may {what}: {status} {}",
+                    resp.text().await.unwrap()
+                );
+            }
+        }
+
+        let bearer = token("viewer");
+        wait::until("view to list windows", Duration::from_secs(30), || async {
+            let resp = http
+                .get(&windows)
+                .bearer_auth(&bearer)
+                .send()
+                .await
+                .unwrap();
+            resp.status().is_success()
+        })
+        .await;
+        let resp = http
+            .post(&windows)
+            .bearer_auth(&bearer)
+            .json(&json!({"selector": "app=none", "ttl": "10m"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 403, "view may not open a window");
+    })
+    .await;
+}

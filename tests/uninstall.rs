@@ -114,11 +114,14 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
         support::operator::ensure_crd();
         let release = format!("guard-{}", &ns[ns.len() - 8..]);
         let chart = support::repo_root().join("charts/disruption-guard");
+        // --take-ownership: the CRD is already installed (by ensure_crd, as by a user who
+        // applied it before installing the chart).
         helm(&[
             "install",
             &release,
             "--namespace",
             &ns,
+            "--take-ownership",
             chart.to_str().unwrap(),
         ]);
 
@@ -171,7 +174,7 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
         // 2. helm uninstall (here: stop the local operator process, then uninstall the release).
         operator.stop();
         helm(&["uninstall", &release, "--namespace", &ns, "--wait"]);
-        // 3. Delete the CRD (Helm never deletes crds/).
+        // 3. Delete the CRD (the chart keeps it on uninstall: crds.keep).
         kubectl_ok(&["delete", CRD, "--wait", "--timeout=60s"]);
 
         wait::until_empty(

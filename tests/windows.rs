@@ -546,7 +546,7 @@ fn the_charts_crd_is_what_the_binary_generates() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let path = support::repo_root().join("charts/disruption-guard/crds/testwindows.yaml");
+    let path = support::repo_root().join("charts/disruption-guard/files/testwindows.crd.yaml");
     let chart = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let generated = String::from_utf8(out.stdout).unwrap();
@@ -557,7 +557,7 @@ fn the_charts_crd_is_what_the_binary_generates() {
             .position(|(a, b)| a != b)
             .unwrap_or_else(|| chart.lines().count().min(generated.lines().count()));
         panic!(
-            "{} drifted from `disruption-guard crd` (first difference at line {}): regenerate it with `disruption-guard crd > charts/disruption-guard/crds/testwindows.yaml`",
+            "{} drifted from `disruption-guard crd` (first difference at line {}): regenerate it with `make crd`",
             path.display(),
             line + 1
         );

@@ -138,7 +138,7 @@ end="$(date +%s)"
 log "querying the dashboard's panels over $((end - begin)) s"
 python3 "$root/tests/chart/dashboard-data.py" "http://127.0.0.1:$prom_port" \
   "$root/charts/disruption-guard/dashboards/disruption-guard.json" "$begin" "$end" \
-  --var job=disruption-guard --var "namespace=$ns" \
+  --var job=disruption-guard --var "namespace=$ns" --var "cluster=.*" \
   --source "Data: a real scrape (every 5 s, Prometheus) of two operator replicas on the local test cluster during a scripted $(( (end - begin) / 60 ))-minute run: windows opened, closed and expired, a drain under a protected lone pod, a leader killed." \
   >"$out"
 log "wrote $out"

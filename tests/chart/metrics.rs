@@ -10,8 +10,18 @@ use disruption_guard::operator::Metrics;
 
 use super::{chart, repo_root, run, tool};
 
-/// Labels Prometheus attaches to every scraped series (target labels of a ServiceMonitor).
-const TARGET_LABELS: [&str; 6] = ["job", "namespace", "instance", "pod", "service", "endpoint"];
+/// Labels Prometheus attaches to every scraped series (target labels of a ServiceMonitor), and
+/// `cluster`, which a Prometheus behind Thanos or Mimir adds as an external label (the
+/// dashboard's `$cluster` variable, `prometheusRule.groupBy`).
+const TARGET_LABELS: [&str; 7] = [
+    "job",
+    "namespace",
+    "instance",
+    "pod",
+    "service",
+    "endpoint",
+    "cluster",
+];
 
 /// One metric family as Prometheus stores it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -13,6 +13,8 @@ use kube::config::Kubeconfig;
 pub struct ChartIdentity {
     /// Kubeconfig authenticating as the chart's ServiceAccount.
     pub kubeconfig: PathBuf,
+    /// The release's full name, which the chart's ServiceAccount and ClusterRoles are named by.
+    pub fullname: String,
     rendered: Vec<u8>,
 }
 
@@ -21,7 +23,8 @@ fn helm() -> PathBuf {
 }
 
 impl ChartIdentity {
-    /// Installs the chart's ServiceAccount and RBAC as release `dg-<ns>` in `ns`.
+    /// Installs the chart's ServiceAccount and RBAC (the operator's, and the ClusterRoles for
+    /// users of windows) as release `dg-<ns>` in `ns`.
     pub fn install(ns: &str) -> ChartIdentity {
         let release = format!("dg-{}", &ns[ns.len().saturating_sub(8)..]);
         let out = Command::new(helm())
@@ -38,6 +41,8 @@ impl ChartIdentity {
                 "templates/serviceaccount.yaml",
                 "--show-only",
                 "templates/rbac.yaml",
+                "--show-only",
+                "templates/user-roles.yaml",
             ])
             .arg(super::repo_root().join("charts/disruption-guard"))
             .output()
@@ -63,6 +68,7 @@ impl ChartIdentity {
         let sa = format!("{release}-disruption-guard");
         ChartIdentity {
             kubeconfig: token_kubeconfig(ns, &sa),
+            fullname: sa,
             rendered,
         }
     }
@@ -70,8 +76,10 @@ impl ChartIdentity {
     /// The identity of release `release`'s ServiceAccount, installed by `helm install` (nothing
     /// is applied or deleted here).
     pub fn of_release(ns: &str, release: &str) -> ChartIdentity {
+        let fullname = format!("{release}-disruption-guard");
         ChartIdentity {
-            kubeconfig: token_kubeconfig(ns, &format!("{release}-disruption-guard")),
+            kubeconfig: token_kubeconfig(ns, &fullname),
+            fullname,
             rendered: Vec::new(),
         }
     }

@@ -141,7 +141,7 @@ impl Operator {
             .arg(format!("--api-addr=127.0.0.1:{}", self.api_port))
             .arg(format!("--admin-addr=127.0.0.1:{}", self.admin_port))
             .args(&self.args)
-            .env("KUBECONFIG", super::kubeconfig())
+            .env("KUBECONFIG", &self.kubeconfig)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info,disruption_guard=debug".into()),

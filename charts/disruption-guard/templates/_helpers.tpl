@@ -33,5 +33,45 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{- define "disruption-guard.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+The pods' PriorityClass: the value when set; otherwise system-cluster-critical in kube-system,
+where every cluster admits it, and none elsewhere (GKE admits the system classes outside
+kube-system only under a ResourceQuota that allows them).
+*/ -}}
+{{- define "disruption-guard.priorityClassName" -}}
+{{- if .Values.priorityClassName -}}
+{{- .Values.priorityClassName -}}
+{{- else if eq .Release.Namespace "kube-system" -}}
+system-cluster-critical
+{{- end -}}
+{{- end -}}
+
+{{- /*
+The label matchers every alert expression selects the operator's series with.
+*/ -}}
+{{- define "disruption-guard.alertSelector" -}}
+{{- if .Values.prometheusRule.selector -}}
+{{- tpl .Values.prometheusRule.selector . -}}
+{{- else -}}
+{{- printf "job=\"%s-admin\", namespace=\"%s\"" (include "disruption-guard.fullname" .) .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+Timeout annotations of the Ingress controllers that read them per Ingress: a request with
+`?wait=true` may wait up to 10 minutes for its answer.
+*/ -}}
+{{- define "disruption-guard.ingressTimeouts" -}}
+{{- with int .Values.ingress.requestTimeoutSeconds }}
+nginx.ingress.kubernetes.io/proxy-read-timeout: {{ . | quote }}
+nginx.ingress.kubernetes.io/proxy-send-timeout: {{ . | quote }}
+haproxy.org/timeout-server: {{ printf "%ds" . | quote }}
+{{- end }}
 {{- end -}}
