@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 use super::ROLLED_OUT_FOR_NODE;
 use super::decide::{self, Decision, Facts, RolloutPlan, SkipReason, controller_of};
 use super::error::Error;
-use super::signals::{self, Raised, Signal};
+use crate::k8s::signals::{self, Raised, Signal};
 use crate::resources::names::{FIELD_MANAGER, RESTARTED_AT};
 use crate::runtime::{Leadership, Runtime};
 

@@ -1,7 +1,6 @@
 //! The drain watcher: rolls out lone-replica Deployments whose pod sits on a node that is being
 //! drained, so the replacement starts elsewhere before the old pod goes.
 //!
-//! - [`signals`]: which node states mean "being disrupted" (pure);
 //! - [`strategy`]: a Deployment's rolling-update bounds as the controller resolves them (pure);
 //! - [`decide`]: roll out, skip (and why) or ignore, for one pod on one node (pure);
 //! - [`stores`]: the narrow watches and reflector stores the decisions read;
@@ -14,14 +13,14 @@ pub mod decide;
 mod error;
 pub mod ledger;
 mod metrics;
-pub mod signals;
 pub mod stores;
 pub mod strategy;
 pub mod watcher;
 
+use crate::k8s::signals;
+pub use crate::k8s::signals::Signal;
 pub use error::Error;
 pub use metrics::DrainMetrics;
-pub use signals::Signal;
 
 use clap::Args;
 use tracing::info;

@@ -15,9 +15,9 @@ use tracing::{debug, info, warn};
 use super::act::Actor;
 use super::decide::{self, Decision, Facts, NodeRef, RolloutPlan, controller_of};
 use super::ledger::Ledger;
-use super::signals::{self, Raised};
 use super::stores::DrainStores;
 use super::{DrainArgs, DrainMetrics};
+use crate::k8s::signals::{self, Raised};
 use crate::runtime::{NodeTrigger, Runtime};
 
 /// The loop's state; owned by one task.

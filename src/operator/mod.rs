@@ -154,6 +154,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         crate::window::run(
             runtime.clone(),
             args.window.clone(),
+            args.drain.signals.clone(),
             metrics.window.clone(),
             caches.clone(),
             window_feed

@@ -17,6 +17,7 @@ use tracing::debug;
 use super::apply::Writer;
 use super::plan::World;
 use super::{WindowArgs, WindowMetrics};
+use crate::k8s::signals::Signal;
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
 use crate::runtime::{PodIndex, Runtime};
 
@@ -41,6 +42,8 @@ pub struct Context {
     pub args: WindowArgs,
     /// The window controller's metrics.
     pub metrics: Arc<WindowMetrics>,
+    /// What marks a node as being disrupted (`--drain-signals`), for the report.
+    pub signals: Vec<Signal>,
     pub stores: WindowStores,
     pub writer: Writer,
     pub recorder: Recorder,

@@ -47,6 +47,7 @@ use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
+use crate::k8s::signals::Signal;
 use crate::k8s::trim;
 use crate::resources::TestWindow;
 use crate::runtime::Runtime;
@@ -84,10 +85,12 @@ impl WindowArgs {
 
 const GATE: &str = "window-controller";
 
-/// Runs the window controller until shutdown.
+/// Runs the window controller until shutdown; `signals` mark a node as being disrupted in the
+/// windows' reports (the drain watcher's `--drain-signals`).
 pub async fn run(
     runtime: Runtime,
     args: WindowArgs,
+    signals: Vec<Signal>,
     metrics: Arc<WindowMetrics>,
     caches: Caches,
     feed: ChangeFeed,
@@ -141,6 +144,7 @@ pub async fn run(
         runtime: runtime.clone(),
         args,
         metrics,
+        signals,
         stores,
         writer: apply::Writer {
             client: client.clone(),

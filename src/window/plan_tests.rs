@@ -480,6 +480,7 @@ fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
         &Tracking::default(),
         &selected,
         &w,
+        &signals(),
     );
     assert_eq!(t.pods.len(), 2);
     assert!(r.is_clean());
@@ -490,12 +491,12 @@ fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
         json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": true}}),
     )];
     let selected = super::plan::selected_pods(&win, &w2.pods);
-    let (r, t) = report::update(&r, &t, &selected, &w2);
+    let (r, t) = report::update(&r, &t, &selected, &w2, &signals());
     assert_eq!(r.pods_disrupted, 1);
     assert_eq!(r.disrupted_pods, vec!["api-1-x".to_string()]);
     assert_eq!(r.evictions_blocked, 1);
     assert_eq!(r.nodes_disrupted, vec!["n1".to_string()]);
-    let (r, t) = report::update(&r, &t, &selected, &w2);
+    let (r, t) = report::update(&r, &t, &selected, &w2, &signals());
     assert_eq!(r.evictions_blocked, 1, "counted once per pod");
 
     // A rollout replaces y: its ReplicaSet is now an old revision.
@@ -505,7 +506,7 @@ fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
         rs("api-2", Some("api"), "2", 1),
     ];
     let selected = super::plan::selected_pods(&win, &w3.pods);
-    let (r, _) = report::update(&r, &t, &selected, &w3);
+    let (r, _) = report::update(&r, &t, &selected, &w3, &signals());
     assert_eq!(
         r.pods_disrupted, 1,
         "a rollout's replacement is not a disruption"
@@ -522,13 +523,14 @@ fn the_report_counts_container_restarts_as_disruptions() {
         &Tracking::default(),
         &selected,
         &w,
+        &signals(),
     );
     let mut p = pod("api-1-x", "api-1", "n1");
     p["status"]["containerStatuses"] =
         json!([{"name": "app", "restartCount": 1, "ready": true, "image": "i", "imageID": ""}]);
     let w = world(vec![p]);
     let selected = super::plan::selected_pods(&win, &w.pods);
-    let (r, _) = report::update(&r, &t, &selected, &w);
+    let (r, _) = report::update(&r, &t, &selected, &w, &signals());
     assert_eq!(r.pods_disrupted, 1);
 }
 
@@ -580,4 +582,12 @@ fn the_nodeclaim_of_a_protected_node_is_annotated_and_released_with_it() {
     claim.metadata.annotations = Some(annotations(&[("karpenter.sh/do-not-disrupt", "true")]));
     let p = plan(&view("a", false), &w);
     assert!(p.writes.iter().any(|w| matches!(w, Write::Annotate { target: Target::NodeClaim, annotations, .. } if annotations.is_empty())));
+}
+
+/// The drain signals the report counts by default (`--drain-signals`).
+fn signals() -> Vec<crate::k8s::signals::Signal> {
+    crate::k8s::signals::DEFAULT_SIGNALS
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect()
 }

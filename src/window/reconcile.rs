@@ -112,7 +112,10 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
     // window whose status says Active always protects what it selects.
     let ending = timing.phase.is_final() && !previous.phase.is_final();
     let recorded_end = if ending && !plan.complete() {
-        let status = next_status(window, &previous, &timing, &view, &plan, &world, false, now);
+        let signals = &ctx.signals;
+        let status = next_status(
+            window, &previous, &timing, &view, &plan, &world, signals, false, now,
+        );
         write_status(ctx, window, &status).await?;
         ctx.remember_status(window, &status);
         events(window, ctx, &previous, &status, &timing, &plan, now).await;
@@ -129,6 +132,7 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
         &view,
         &plan,
         &world,
+        &ctx.signals,
         failure.is_none(),
         now,
     );

@@ -20,31 +20,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Node;
 
 use super::plan::{World, workload_of};
-use crate::resources::names::{
-    CA_TO_BE_DELETED_TAINT, FIELD_MANAGER, KARPENTER_DISRUPTED_TAINT, RESTARTED_AT,
-};
+use crate::k8s::signals::{self, Signal};
+use crate::resources::names::{FIELD_MANAGER, RESTARTED_AT};
 use crate::resources::{PodDigest, TrackedPod, Tracking, WindowReport};
-
-/// Why a node counts as being disrupted, if it does.
-pub fn node_disruption(node: &Node) -> Option<&'static str> {
-    if node.metadata.deletion_timestamp.is_some() {
-        return Some("deleting");
-    }
-    let spec = node.spec.as_ref()?;
-    let tainted = |key: &str| spec.taints.iter().flatten().any(|t| t.key == key);
-    if tainted(KARPENTER_DISRUPTED_TAINT) {
-        Some("karpenter-disrupted")
-    } else if tainted(CA_TO_BE_DELETED_TAINT) {
-        Some("cluster-autoscaler-scale-down")
-    } else if spec.unschedulable == Some(true) {
-        Some("cordoned")
-    } else {
-        None
-    }
-}
 
 fn restarts(pod: &PodDigest) -> i32 {
     pod.status
@@ -125,12 +105,15 @@ fn restarted_by_guard(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
     })
 }
 
-/// Updates the report and tracking with what is seen now (`selected`: the live selection).
+/// Updates the report and tracking with what is seen now (`selected`: the live selection); a
+/// node counts as disrupted when it carries one of `signals` (`--drain-signals`, as the drain
+/// watcher reads them).
 pub fn update(
     report: &WindowReport,
     tracking: &Tracking,
     selected: &[&Arc<PodDigest>],
     world: &World,
+    signals: &[Signal],
 ) -> (WindowReport, Tracking) {
     let mut report = report.clone();
     let mut next = Tracking {
@@ -145,7 +128,7 @@ pub fn update(
             .nodes
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(name))
-            .is_some_and(|n| node_disruption(n).is_some())
+            .is_some_and(|n| signals::disruption(n, signals).is_some())
     };
 
     for tracked in &tracking.pods {

@@ -9,10 +9,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use super::plan::{self, WindowFacts, WindowPlan};
 use super::report;
 use super::timing::Timing;
+use crate::k8s::signals::Signal;
 use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
 
-/// The status after a reconcile that computed `plan` from `world` at `now`; `writes_ok` says
-/// whether every write of the plan succeeded.
+/// The status after a reconcile that computed `plan` from `world` at `now`; `signals` say which
+/// nodes are being disrupted (for the report); `writes_ok` says whether every write of the plan
+/// succeeded.
 #[allow(clippy::too_many_arguments)]
 pub fn next_status(
     window: &TestWindow,
@@ -21,13 +23,20 @@ pub fn next_status(
     view: &WindowFacts,
     plan: &WindowPlan,
     world: &plan::World,
+    signals: &[Signal],
     writes_ok: bool,
     now: Timestamp,
 ) -> TestWindowStatus {
     let active = timing.phase == Phase::Active;
     let (report, tracking) = if active {
         let selected = plan::selected_pods(view, &world.pods);
-        report::update(&previous.report, &previous.tracking, &selected, world)
+        report::update(
+            &previous.report,
+            &previous.tracking,
+            &selected,
+            world,
+            signals,
+        )
     } else {
         (previous.report.clone(), Default::default())
     };
@@ -193,6 +202,7 @@ mod tests {
             &facts(active),
             plan,
             &World::default(),
+            &[],
             ok,
             now,
         )
