@@ -114,7 +114,7 @@ fn monitoring_crds() -> Vec<u8> {
             let path = dir.join(format!("monitoring.coreos.com_{plural}.yaml"));
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-            serde_yaml::from_str(&text).unwrap()
+            serde_saphyr::from_str(&text).unwrap()
         })
         .collect();
     serde_json::to_vec(&crds).unwrap()
@@ -308,9 +308,9 @@ fn rendered(values: &str, extra: &[&str]) -> Vec<serde_json::Value> {
         "helm template with {values:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    use serde::Deserialize;
-    serde_yaml::Deserializer::from_slice(&out.stdout)
-        .map(|doc| serde_json::Value::deserialize(doc).unwrap())
+    serde_saphyr::from_slice_multiple::<serde_json::Value>(&out.stdout)
+        .expect("helm template's YAML")
+        .into_iter()
         .filter(|doc| !doc.is_null())
         .collect()
 }
@@ -421,7 +421,7 @@ fn the_pod_and_container_settings_come_from_values() {
 
 #[test]
 fn the_crd_is_the_generated_one_kept_on_uninstall_and_can_be_left_out() {
-    let file: serde_json::Value = serde_yaml::from_str(
+    let file: serde_json::Value = serde_saphyr::from_str(
         &std::fs::read_to_string(chart().join("files/testwindows.crd.yaml")).unwrap(),
     )
     .unwrap();
@@ -583,7 +583,7 @@ fn the_alerts_select_the_series_the_values_name() {
         }
         // Valid PromQL, as Prometheus loads it.
         let file = dir.join(format!("{name}.yaml"));
-        std::fs::write(&file, serde_yaml::to_string(&rule["spec"]).unwrap()).unwrap();
+        std::fs::write(&file, serde_saphyr::to_string(&rule["spec"]).unwrap()).unwrap();
         run(Command::new(&promtool).args(["check", "rules"]).arg(&file));
     }
     // Both monitors would scrape every replica twice.
@@ -638,7 +638,7 @@ fn the_dashboard_configmap_carries_the_dashboard_for_the_grafana_sidecar() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let cm: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let cm: serde_json::Value = serde_saphyr::from_slice(&out.stdout).unwrap();
     assert_eq!(cm["metadata"]["namespace"], "monitoring");
     assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
     let shipped: serde_json::Value =
@@ -668,7 +668,7 @@ fn the_dashboard_configmap_carries_the_dashboard_for_the_grafana_sidecar() {
         "dashboard: {enabled: true}\n",
         &["--show-only", "templates/dashboard-configmap.yaml"],
     );
-    let cm: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let cm: serde_json::Value = serde_saphyr::from_slice(&out.stdout).unwrap();
     assert_eq!(cm["metadata"]["namespace"], "guard-system");
 }
 
@@ -876,54 +876,52 @@ fn the_alerts_fire_when_they_should_and_only_then() {
         .args(["--set", "prometheusRule.enabled=true"])
         .args(["--show-only", "templates/prometheusrule.yaml"]))
     .stdout;
-    let rule: serde_yaml::Value = serde_yaml::from_slice(&rendered).unwrap();
+    let rule: serde_json::Value = serde_saphyr::from_slice(&rendered).unwrap();
     let rules = &rule["spec"]["groups"][0]["rules"];
-    let annotations_of = |alert: &str| -> serde_yaml::Mapping {
+    let annotations_of = |alert: &str| -> serde_json::Map<String, serde_json::Value> {
         rules
-            .as_sequence()
+            .as_array()
             .unwrap()
             .iter()
             .find(|r| r["alert"].as_str() == Some(alert))
             .unwrap_or_else(|| panic!("no alert {alert}"))["annotations"]
-            .as_mapping()
+            .as_object()
             .unwrap()
             .clone()
     };
-    let mut tests: serde_yaml::Value = serde_yaml::from_str(
+    let mut tests: serde_json::Value = serde_saphyr::from_str(
         &std::fs::read_to_string(repo_root().join("tests/chart/alerts-test.yaml")).unwrap(),
     )
     .unwrap();
     let mut checked = std::collections::BTreeSet::new();
-    for group in tests["tests"].as_sequence_mut().unwrap() {
-        for case in group["alert_rule_test"].as_sequence_mut().unwrap() {
+    for group in tests["tests"].as_array_mut().unwrap() {
+        for case in group["alert_rule_test"].as_array_mut().unwrap() {
             let alert = case["alertname"].as_str().unwrap().to_string();
             checked.insert(alert.clone());
-            for expected in case["exp_alerts"].as_sequence_mut().unwrap() {
-                let map = expected.as_mapping_mut().unwrap();
+            for expected in case["exp_alerts"].as_array_mut().unwrap() {
+                let map = expected.as_object_mut().unwrap();
                 let value = map
                     .remove("exp_value")
                     .map(|v| v.as_str().unwrap().to_string());
                 let labels = map["exp_labels"].clone();
-                let mut filled = serde_yaml::Mapping::new();
+                let mut filled = serde_json::Map::new();
                 for (key, text) in annotations_of(&alert) {
                     let mut text = text.as_str().unwrap().to_string();
                     if let Some(value) = &value {
                         text = text.replace("{{ $value }}", value);
                     }
-                    for (label, v) in labels.as_mapping().unwrap() {
-                        text = text.replace(
-                            &format!("{{{{ $labels.{} }}}}", label.as_str().unwrap()),
-                            v.as_str().unwrap(),
-                        );
+                    for (label, v) in labels.as_object().unwrap() {
+                        text = text
+                            .replace(&format!("{{{{ $labels.{label} }}}}"), v.as_str().unwrap());
                     }
-                    filled.insert(key, text.into());
+                    filled.insert(key, serde_json::Value::String(text));
                 }
-                map.insert("exp_annotations".into(), filled.into());
+                map.insert("exp_annotations".into(), serde_json::Value::Object(filled));
             }
         }
     }
     let every: std::collections::BTreeSet<String> = rules
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .map(|r| r["alert"].as_str().unwrap().to_string())
@@ -931,11 +929,11 @@ fn the_alerts_fire_when_they_should_and_only_then() {
     assert_eq!(checked, every, "every alert has a unit test");
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("alerts-test");
     std::fs::create_dir_all(&dir).unwrap();
-    let spec = serde_yaml::to_string(&rule["spec"]).unwrap();
+    let spec = serde_saphyr::to_string(&rule["spec"]).unwrap();
     std::fs::write(dir.join("rules.yaml"), spec).unwrap();
     std::fs::write(
         dir.join("alerts-test.yaml"),
-        serde_yaml::to_string(&tests).unwrap(),
+        serde_saphyr::to_string(&tests).unwrap(),
     )
     .unwrap();
     let out = run(Command::new(promtool)
@@ -1051,17 +1049,17 @@ fn chart_with_a_new_crd_field(dir: &Path, field: &str) -> PathBuf {
     let copy = dir.join("disruption-guard");
     run(Command::new("cp").arg("-r").arg(chart()).arg(&copy));
     let path = copy.join("files/testwindows.crd.yaml");
-    let mut crd: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut crd: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let properties = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         ["properties"];
-    let properties = properties.as_mapping_mut().expect("the spec's properties");
+    let properties = properties.as_object_mut().expect("the spec's properties");
     properties.insert(
         field.into(),
-        serde_yaml::from_str("{type: string, description: A field the next version adds.}")
+        serde_saphyr::from_str("{type: string, description: A field the next version adds.}")
             .unwrap(),
     );
-    std::fs::write(&path, serde_yaml::to_string(&crd).unwrap()).unwrap();
+    std::fs::write(&path, serde_saphyr::to_string(&crd).unwrap()).unwrap();
     copy
 }
 

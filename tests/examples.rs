@@ -139,7 +139,7 @@ fn apply_argocd(ns: &str, only_kind_name: Option<(&str, &str)>) {
         .unwrap();
     let yaml: String = docs
         .iter()
-        .map(|d| format!("---\n{}", serde_yaml::to_string(d).unwrap()))
+        .map(|d| format!("---\n{}", serde_saphyr::to_string(d).unwrap()))
         .collect();
     apply
         .stdin

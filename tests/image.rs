@@ -138,11 +138,11 @@ fn the_binary_built_as_the_dockerfile_builds_it_is_static_and_runs() {
 
 #[test]
 fn the_charts_default_image_is_the_one_the_dockerfile_documents() {
-    let values: serde_yaml::Value = serde_yaml::from_str(
+    let values: serde_json::Value = serde_saphyr::from_str(
         &std::fs::read_to_string(repo_root().join("charts/disruption-guard/values.yaml")).unwrap(),
     )
     .unwrap();
-    let chart: serde_yaml::Value = serde_yaml::from_str(
+    let chart: serde_json::Value = serde_saphyr::from_str(
         &std::fs::read_to_string(repo_root().join("charts/disruption-guard/Chart.yaml")).unwrap(),
     )
     .unwrap();

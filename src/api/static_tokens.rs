@@ -49,7 +49,7 @@ struct TokenFile {
 
 /// Parses the YAML document; refuses empty or short tokens.
 pub fn parse(text: &str) -> anyhow::Result<Vec<StaticToken>> {
-    let file: TokenFile = serde_yaml::from_str(text).context("parsing static tokens")?;
+    let file: TokenFile = serde_saphyr::from_str(text).context("parsing static tokens")?;
     for t in &file.tokens {
         anyhow::ensure!(
             t.token.len() >= 16,

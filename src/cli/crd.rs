@@ -6,7 +6,7 @@ use crate::resources::TestWindow;
 
 /// The CRD as YAML, exactly as the chart ships it.
 pub fn yaml() -> anyhow::Result<String> {
-    Ok(serde_yaml::to_string(&TestWindow::crd())?)
+    Ok(serde_saphyr::to_string(&TestWindow::crd())?)
 }
 
 /// Prints the CRD to stdout.

@@ -141,7 +141,7 @@ pub fn window(w: &WindowView, format: Format, as_report: bool) -> String {
         Format::Table if as_report => report(w),
         Format::Table => table(std::slice::from_ref(w)),
         Format::Json => format!("{}\n", serde_json::to_string_pretty(w).unwrap_or_default()),
-        Format::Yaml => serde_yaml::to_string(w).unwrap_or_default(),
+        Format::Yaml => serde_saphyr::to_string(w).unwrap_or_default(),
         Format::Name => format!("{}\n", w.name),
     }
 }
@@ -155,7 +155,7 @@ pub fn windows(ws: &[WindowView], format: Format) -> String {
             serde_json::to_string_pretty(&serde_json::json!({ "items": ws })).unwrap_or_default()
         ),
         Format::Yaml => {
-            serde_yaml::to_string(&serde_json::json!({ "items": ws })).unwrap_or_default()
+            serde_saphyr::to_string(&serde_json::json!({ "items": ws })).unwrap_or_default()
         }
         Format::Name => ws.iter().map(|w| format!("{}\n", w.name)).collect(),
     }

@@ -370,7 +370,7 @@ fn the_alerts_use_only_exported_metrics_and_labels() {
         .args(["--set", "prometheusRule.enabled=true"])
         .args(["--show-only", "templates/prometheusrule.yaml"]))
     .stdout;
-    let rule: serde_json::Value = serde_yaml::from_slice(&rendered).unwrap();
+    let rule: serde_json::Value = serde_saphyr::from_slice(&rendered).unwrap();
     let (families, samples) = registry();
     let doc = std::fs::read_to_string(repo_root().join("docs/metrics.md")).unwrap();
     let mut problems = Vec::new();

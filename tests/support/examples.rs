@@ -185,11 +185,11 @@ pub fn gitlab_expand(text: &str, env: &BTreeMap<String, String>) -> String {
 
 /// The documents of a multi-document YAML file, as JSON values.
 pub fn yaml_documents(path: &Path) -> Vec<Value> {
-    use serde::Deserialize;
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    serde_saphyr::from_str_multiple::<Value, Vec<Value>>(&text)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }
