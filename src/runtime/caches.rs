@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, Shared};
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
@@ -97,16 +97,10 @@ impl Caches {
         let (nodes_tx, nodes_rx) = unbounded_channel();
         let (pdbs_tx, pdbs_rx) = unbounded_channel();
 
-        let (pods, writer) = reflector::store();
-        let stream = watcher(scoped::<PodDigest>(client, scope), list_in_small_pages())
-            .default_backoff()
-            .modify(PodDigest::trim)
-            .reflect(writer);
+        let (pods, writer) = reflector::store::<PodDigest>();
         let mut indexer = PodIndexer::default();
         let pod_index = indexer.index();
-        let pod_task = fan_out(
-            "pods",
-            stream,
+        let on_pod = hand_on(
             pods.clone(),
             pods_tx,
             drain.clone(),
@@ -119,15 +113,17 @@ impl Caches {
                 watcher::Event::Init | watcher::Event::InitApply(_) => None,
             },
         );
+        let pod_task = reflect(
+            "pods",
+            scoped::<PodDigest>(client, scope),
+            list_in_small_pages(),
+            PodDigest::trim,
+            writer,
+            on_pod,
+        );
 
-        let (nodes, writer) = reflector::store();
-        let stream = watcher(Api::<Node>::all(client.clone()), list_in_small_pages())
-            .default_backoff()
-            .modify(trim::node)
-            .reflect(writer);
-        let node_task = fan_out(
-            "nodes",
-            stream,
+        let (nodes, writer) = reflector::store::<Node>();
+        let on_node = hand_on(
             nodes.clone(),
             nodes_tx,
             drain.clone(),
@@ -140,6 +136,14 @@ impl Caches {
                 watcher::Event::InitDone => Some(NodeTrigger::All),
                 watcher::Event::Init => None,
             },
+        );
+        let node_task = reflect(
+            "nodes",
+            Api::<Node>::all(client.clone()),
+            list_in_small_pages(),
+            trim::node,
+            writer,
+            on_node,
         );
 
         let (replica_sets, rs_task) = watch_workloads(
@@ -216,7 +220,7 @@ impl Caches {
 }
 
 /// An Api over `scope`: one namespace, or every namespace.
-fn scoped<K>(client: &Client, scope: Option<&str>) -> Api<K>
+pub fn scoped<K>(client: &Client, scope: Option<&str>) -> Api<K>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
 {
@@ -226,8 +230,43 @@ where
     }
 }
 
-/// Watches a namespaced kind into a store (trimmed by `trim`): every change asks the drain
-/// watcher to look at every node again, and is shown to `on_event`.
+/// Starts a watch of `api` (with `config`) into the store `writer` feeds, each object trimmed
+/// by `trim`; every event, once the store took it, is shown to `on_event`. The one way the
+/// operator starts a reflector; the task runs until aborted.
+pub fn reflect<K>(
+    name: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+    writer: reflector::store::Writer<K>,
+    mut on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
+) -> JoinHandle<()>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(trim)
+        .reflect(writer);
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => on_event(event),
+                Err(error) => warn!(watch = name, %error, "watch failed; retrying"),
+            }
+        }
+    })
+}
+
+/// A namespaced kind watched into a store: every change asks the drain watcher to look at
+/// every node again, and is shown to `on_event`.
 fn watch_workloads<K>(
     name: &'static str,
     client: &Client,
@@ -246,21 +285,15 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(scoped::<K>(client, scope), watcher::Config::default())
-        .default_backoff()
-        .modify(trim)
-        .reflect(writer);
     let drain = drain.clone();
-    let task = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(error) => {
-                    warn!(watch = name, %error, "watch failed; retrying");
-                    continue;
-                }
-            };
+    let api = scoped::<K>(client, scope);
+    let task = reflect(
+        name,
+        api,
+        watcher::Config::default(),
+        trim,
+        writer,
+        move |event| {
             if matches!(
                 event,
                 watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
@@ -268,8 +301,8 @@ where
                 let _ = drain.send(NodeTrigger::All);
             }
             on_event(&event);
-        }
-    });
+        },
+    );
     (store, task)
 }
 
@@ -282,63 +315,50 @@ fn list_in_small_pages() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE)
 }
 
-/// Drives one watch: shows each event to `index` (after the store took it, before anything is
-/// handed on), hands each changed object (the stored `Arc`, or the last state of a deleted
-/// one) to the window controller and its trigger to the drain watcher.
-fn fan_out<K, S>(
-    name: &'static str,
-    stream: S,
+/// What the pod and node watches do with each event: show it to `index` (after the store took
+/// it, before anything is handed on), hand the changed object (the stored `Arc`, or the last
+/// state of a deleted one) to the window controller and its trigger to the drain watcher.
+fn hand_on<K>(
     store: Store<K>,
     window: UnboundedSender<Arc<K>>,
     drain: UnboundedSender<NodeTrigger>,
     mut index: impl FnMut(&watcher::Event<K>) + Send + 'static,
     to_trigger: impl Fn(&watcher::Event<K>) -> Option<NodeTrigger> + Send + 'static,
-) -> JoinHandle<()>
+) -> impl FnMut(watcher::Event<K>) + Send + 'static
 where
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        // Until the first list is complete nothing is handed to the window controller: its
-        // reconciles wait for the caches anyway, and holding 10,000 listed pods in the channel
-        // would double the start-up peak.
-        let mut listed = false;
-        while let Some(event) = stream.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(error) => {
-                    warn!(watch = name, %error, "watch failed; retrying");
-                    continue;
-                }
-            };
-            index(&event);
-            if let Some(trigger) = to_trigger(&event) {
-                // A closed receiver means its consumer stopped (shutdown): nothing to do.
-                let _ = drain.send(trigger);
-            }
-            let changed = match event {
-                watcher::Event::Apply(obj) => store
-                    .get(&ObjectRef::from_obj(&obj))
-                    .unwrap_or_else(|| Arc::new(obj)),
-                // A re-list (after the watch lost its place): the store still holds the previous
-                // state until it completes, so only what changed in between is handed on.
-                watcher::Event::InitApply(obj) if listed => {
-                    let before = store.get(&ObjectRef::from_obj(&obj));
-                    let version = |o: &K| o.meta().resource_version.clone();
-                    if before.is_some_and(|b| version(&b) == version(&obj)) {
-                        continue;
-                    }
-                    Arc::new(obj)
-                }
-                watcher::Event::Delete(obj) => Arc::new(obj),
-                watcher::Event::InitDone => {
-                    listed = true;
-                    continue;
-                }
-                watcher::Event::InitApply(_) | watcher::Event::Init => continue,
-            };
-            let _ = window.send(changed);
+    // Until the first list is complete nothing is handed to the window controller: its
+    // reconciles wait for the caches anyway, and holding 10,000 listed pods in the channel
+    // would double the start-up peak.
+    let mut listed = false;
+    move |event| {
+        index(&event);
+        if let Some(trigger) = to_trigger(&event) {
+            // A closed receiver means its consumer stopped (shutdown): nothing to do.
+            let _ = drain.send(trigger);
         }
-    })
+        let changed = match event {
+            watcher::Event::Apply(obj) => store
+                .get(&ObjectRef::from_obj(&obj))
+                .unwrap_or_else(|| Arc::new(obj)),
+            // A re-list (after the watch lost its place): the store still holds the previous
+            // state until it completes, so only what changed in between is handed on.
+            watcher::Event::InitApply(obj) if listed => {
+                let before = store.get(&ObjectRef::from_obj(&obj));
+                let version = |o: &K| o.meta().resource_version.clone();
+                if before.is_some_and(|b| version(&b) == version(&obj)) {
+                    return;
+                }
+                Arc::new(obj)
+            }
+            watcher::Event::Delete(obj) => Arc::new(obj),
+            watcher::Event::InitDone => {
+                listed = true;
+                return;
+            }
+            watcher::Event::InitApply(_) | watcher::Event::Init => return,
+        };
+        let _ = window.send(changed);
+    }
 }

@@ -52,6 +52,14 @@ impl Runtime {
         }
     }
 
+    /// An Api over the watch scope ([`Self::watch_scope`]): one namespace, or every namespace.
+    pub fn api<K>(&self) -> kube::Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        caches::scoped(&self.client, self.watch_scope())
+    }
+
     /// Whether the operator acts in `namespace` (the `--namespaces` scope).
     pub fn in_scope(&self, namespace: &str) -> bool {
         self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)

@@ -103,21 +103,19 @@ pub async fn run(
     // The controller itself waits for this store's readiness, and a store wakes only one
     // waiter: start-up learns it from the stream instead.
     let (windows_listed, windows_listed_rx) = tokio::sync::watch::channel(false);
-    let window_stream = watcher(
-        wakeups::scoped::<TestWindow>(&client, &namespaces),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(windows_writer)
-    .inspect(move |event| {
-        if matches!(event, Ok(watcher::Event::InitDone)) {
-            windows_listed.send_replace(true);
-        }
-    })
-    .applied_objects();
+    let window_stream = watcher(runtime.api::<TestWindow>(), watcher::Config::default())
+        .default_backoff()
+        .reflect(windows_writer)
+        .inspect(move |event| {
+            if matches!(event, Ok(watcher::Event::InitDone)) {
+                windows_listed.send_replace(true);
+            }
+        })
+        .applied_objects();
 
     let (stateful_sets, sts_task) = wakeups::cache(
-        wakeups::scoped::<StatefulSet>(&client, &namespaces),
+        "statefulsets",
+        runtime.api::<StatefulSet>(),
         trim::stateful_set,
     );
     let claim_resource = wakeups::discover_node_claims(&client).await;

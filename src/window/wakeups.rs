@@ -15,12 +15,13 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::triggers::{NodeChanges, PdbTriggers, windows_for, windows_of_pods};
 use crate::k8s::fields::{keep_own_entries, window_uids};
 use crate::resources::{PodDigest, TestWindow};
 use crate::runtime::Caches;
+use crate::runtime::caches::reflect;
 
 /// A changed pod wakes the windows that select it or wrote to it.
 pub fn pods(
@@ -132,20 +133,12 @@ pub fn node_claims(
     (store, stream)
 }
 
-/// An Api over the operator's scope: one namespace when scoped to one, else cluster-wide
-/// (reconciles filter by scope).
-pub fn scoped<K>(client: &Client, namespaces: &[String]) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespaces {
-        [one] => Api::namespaced(client.clone(), one),
-        _ => Api::all(client.clone()),
-    }
-}
-
 /// A cache that is only read (never triggers a reconcile), driven by its own task.
-pub fn cache<K>(api: Api<K>, strip: fn(&mut K)) -> (Store<K>, tokio::task::JoinHandle<()>)
+pub fn cache<K>(
+    name: &'static str,
+    api: Api<K>,
+    trim: fn(&mut K),
+) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -155,20 +148,9 @@ where
         + Sync
         + 'static,
 {
-    let (reader, writer) = reflector::store();
-    let task = tokio::spawn(
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(strip)
-            .reflect(writer)
-            .for_each(|event| {
-                if let Err(err) = event {
-                    warn!(error = %err, kind = K::kind(&()).as_ref(), "watch failed, retrying");
-                }
-                future::ready(())
-            }),
-    );
-    (reader, task)
+    let (store, writer) = reflector::store();
+    let task = reflect(name, api, watcher::Config::default(), trim, writer, |_| {});
+    (store, task)
 }
 
 /// Karpenter's NodeClaim resource, when the cluster serves it.
