@@ -18,6 +18,8 @@ use kube::api::{EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::drain::*;
 use support::operator::Operator;
+use support::pods::ready_pods;
+use support::stats::percentile;
 use support::{TEST_NAMESPACE_LABEL, create_ready_node, kubectl, wait, with_namespace};
 
 const LIMIT: Duration = Duration::from_secs(60);

@@ -3,8 +3,6 @@
 //! expiry and deletion, overlapping windows, reused PDBs, and a crash of the operator.
 
 mod support;
-#[path = "support/windows.rs"]
-mod window_support;
 
 use std::time::{Duration, Instant};
 
@@ -17,33 +15,11 @@ use kube::{Api, Client};
 use serde_json::json;
 use support::fixtures::{deployment, pdb_max_unavailable_zero};
 use support::operator::Operator;
+use support::pods::ready_pod;
+use support::windows::*;
 use support::{create_ready_node, wait, with_namespace};
-use window_support::*;
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// Waits until the Deployment `app` has exactly one Ready pod and returns it.
-async fn ready_pod(client: &Client, ns: &str, app: &str) -> Pod {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    wait::for_some("a Ready pod", LIMIT, || async {
-        let list = pods
-            .list(&ListParams::default().labels(&format!("app={app}")))
-            .await
-            .ok()?;
-        let ready: Vec<Pod> = list.items.into_iter().filter(is_pod_ready).collect();
-        (ready.len() == 1).then(|| ready.into_iter().next().unwrap())
-    })
-    .await
-}
-
-fn is_pod_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
 
 fn name(pod: &Pod) -> String {
     pod.metadata.name.clone().unwrap()
