@@ -515,31 +515,6 @@ async fn the_api_server_refuses_windows_with_a_bad_ttl_or_a_malformed_selector()
     .await;
 }
 
-#[test]
-fn the_charts_crd_is_what_the_binary_generates() {
-    let out = std::process::Command::new(support::operator::binary())
-        .arg("crd")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let path = support::repo_root().join("charts/disruption-guard/files/testwindows.crd.yaml");
-    let chart = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let generated = String::from_utf8(out.stdout).unwrap();
-    if chart != generated {
-        let line = chart
-            .lines()
-            .zip(generated.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| chart.lines().count().min(generated.lines().count()));
-        panic!(
-            "{} drifted from `disruption-guard crd` (first difference at line {}): regenerate it with `make crd`",
-            path.display(),
-            line + 1
-        );
-    }
-}
-
 #[tokio::test]
 async fn the_report_counts_blocked_evictions_disrupted_nodes_and_pods_deleted_anyway() {
     with_namespace(|client, ns| async move {
