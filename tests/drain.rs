@@ -304,6 +304,18 @@ async fn two_nodes_drained_at_once_roll_each_of_five_lone_replica_deployments_ou
     .await;
 }
 
+/// Waits until the operator's watcher decided `at_least` times that a Deployment was already
+/// rolled out for its node (counted once each decision is carried out).
+async fn already_rolled_out_decisions(operator: &Operator, at_least: f64) {
+    wait::until("the watcher to find the rollout done", LIMIT, || async {
+        metric(
+            &operator.metrics().await,
+            "disruption_guard_drain_decisions_total{decision=\"already_rolled_out\"}",
+        ) >= at_least
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_restarted_operator_does_not_roll_out_again_for_the_same_node() {
     with_namespace(|client, ns| async move {
@@ -318,7 +330,8 @@ async fn a_restarted_operator_does_not_roll_out_again_for_the_same_node() {
             generation(&client, &ns, &app).await == Some(2)
         })
         .await;
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Passes after the rollout (every second) find it done: the evidence that they looked.
+        already_rolled_out_decisions(&operator, 3.0).await;
         assert_eq!(
             generation(&client, &ns, &app).await,
             Some(2),
@@ -326,7 +339,8 @@ async fn a_restarted_operator_does_not_roll_out_again_for_the_same_node() {
         );
 
         operator.restart().await;
-        tokio::time::sleep(Duration::from_secs(4)).await;
+        // The restarted watcher has no ledger: only the Deployment's marker tells it.
+        already_rolled_out_decisions(&operator, 2.0).await;
         assert_eq!(
             generation(&client, &ns, &app).await,
             Some(2),
