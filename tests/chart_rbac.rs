@@ -2,8 +2,6 @@
 //! proof that the ClusterRole and Role grant every verb the code uses.
 
 mod support;
-#[path = "support/windows.rs"]
-mod window_support;
 
 use std::time::Duration;
 
@@ -14,7 +12,7 @@ use serde_json::json;
 use support::chart_identity::ChartIdentity;
 use support::fixtures::deployment;
 use support::operator::Operator;
-use support::{create_ready_node, drain, wait, with_namespace};
+use support::{create_ready_node, drain, pods, wait, windows, with_namespace};
 
 /// The operator for `ns`, authenticated as the chart's ServiceAccount, leading its own Lease.
 async fn operator_as_chart(ns: &str, identity: &ChartIdentity) -> Operator {
@@ -75,7 +73,7 @@ async fn a_window_protects_and_releases_with_only_the_charts_rbac() {
             .await
             .unwrap();
         let pod = wait::for_some("the pod to be Ready", Duration::from_secs(30), || async {
-            drain::ready_pods(&client, &ns, "api")
+            pods::ready_pods(&client, &ns, "api")
                 .await
                 .first()
                 .and_then(|p| p.metadata.name.clone())
@@ -83,26 +81,26 @@ async fn a_window_protects_and_releases_with_only_the_charts_rbac() {
         .await;
         let op = operator_as_chart(&ns, &identity).await;
 
-        window_support::open(
+        windows::open(
             &client,
             &ns,
-            &window_support::window("ci", "api", "10m", json!({})),
+            &windows::window("ci", "api", "10m", json!({})),
         )
         .await;
-        window_support::until_ready(&client, &ns, "ci", Duration::from_secs(20)).await;
+        windows::until_ready(&client, &ns, "ci", Duration::from_secs(20)).await;
         assert!(
-            window_support::protected(&client, &ns, &pod, &node).await,
+            windows::protected(&client, &ns, &pod, &node).await,
             "pod and node carry the annotations"
         );
         wait::until(
             "the window's PDB to block the eviction",
             Duration::from_secs(20),
-            || async { window_support::evict(&client, &ns, &pod).await == 429 },
+            || async { windows::evict(&client, &ns, &pod).await == 429 },
         )
         .await;
 
-        window_support::close(&client, &ns, "ci").await;
-        window_support::until_released(&client, &ns, &pod, &node, Duration::from_secs(20)).await;
+        windows::close(&client, &ns, "ci").await;
+        windows::until_released(&client, &ns, &pod, &node, Duration::from_secs(20)).await;
         assert_nothing_forbidden(&op);
     })
     .await;
@@ -124,7 +122,7 @@ async fn the_drain_watcher_rolls_out_with_only_the_charts_rbac() {
             finished,
             "the drain finishes after the watcher's rollout ({seconds:.1}s): {stderr}"
         );
-        let moved = drain::ready_pods(&client, &ns, "db").await;
+        let moved = pods::ready_pods(&client, &ns, "db").await;
         assert_eq!(moved.len(), 1);
         assert_eq!(
             drain::node_of(&moved[0]).as_deref(),

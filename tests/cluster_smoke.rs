@@ -8,27 +8,13 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{DeleteParams, EvictParams, ListParams, PostParams};
+use kube::api::{DeleteParams, EvictParams, PostParams};
 use kube::{Api, Client};
-use support::drain::is_ready;
 use support::fixtures::{deployment, pdb_max_unavailable_zero};
+use support::pods::ready_pod;
 use support::{wait, with_namespace};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// Waits until the Deployment `app` has exactly one Ready pod and returns it.
-async fn ready_pod(client: &Client, ns: &str, app: &str) -> Pod {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    wait::for_some("a Ready pod", LIMIT, || async {
-        let list = pods
-            .list(&ListParams::default().labels(&format!("app={app}")))
-            .await
-            .ok()?;
-        let ready: Vec<Pod> = list.items.into_iter().filter(is_ready).collect();
-        (ready.len() == 1).then(|| ready.into_iter().next().unwrap())
-    })
-    .await
-}
 
 async fn pdb_settled(client: &Client, ns: &str, name: &str, expected_healthy: i32) {
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);

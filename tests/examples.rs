@@ -10,9 +10,7 @@
 //!   `after_script`, with `disruption-guard` on PATH;
 //! - `examples/shell/ci.sh`.
 //!
-//! The tests they wrap are a `make e2e` that records the windows it ran inside. One more test
-//! checks that `docs/api.md`'s reference, which the examples' docs point to, matches
-//! `docs/openapi.json`.
+//! The tests they wrap are a `make e2e` that records the windows it ran inside.
 
 mod support;
 
@@ -812,77 +810,4 @@ async fn the_shell_script_runs_the_command_in_a_window_and_exits_with_its_code()
         );
     })
     .await;
-}
-
-// --- The API reference the examples rely on -------------------------------------------------
-
-/// `docs/api.md`'s reference names every operation, parameter and status of `docs/openapi.json`
-/// (the document the operator serves), and no operation that is not in it.
-#[test]
-fn the_api_reference_lists_every_operation_parameter_and_status_of_the_openapi_document() {
-    let openapi: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_root().join("docs/openapi.json")).unwrap(),
-    )
-    .unwrap();
-    let doc = std::fs::read_to_string(repo_root().join("docs/api.md")).unwrap();
-    let reference = doc
-        .split_once("\n## Reference\n")
-        .expect("docs/api.md has a `## Reference` section")
-        .1;
-    let reference = reference.split("\n## ").next().unwrap();
-    let sections: BTreeMap<String, String> = reference
-        .split("\n### ")
-        .skip(1)
-        .filter_map(|s| {
-            let (heading, body) = s.split_once('\n')?;
-            Some((heading.trim().to_string(), body.to_string()))
-        })
-        .collect();
-    let mut documented = 0;
-    for (path, ops) in openapi["paths"].as_object().unwrap() {
-        for (method, op) in ops.as_object().unwrap() {
-            let heading = format!("{} {path}", method.to_uppercase());
-            let body = sections
-                .get(&heading)
-                .unwrap_or_else(|| panic!("docs/api.md has no `### {heading}`"));
-            for param in op["parameters"].as_array().into_iter().flatten() {
-                let name = param["name"].as_str().unwrap();
-                assert!(
-                    body.contains(&format!("| `{name}` | {} |", param["in"].as_str().unwrap())),
-                    "{heading}: parameter {name} is not documented"
-                );
-            }
-            for status in op["responses"].as_object().unwrap().keys() {
-                assert!(
-                    body.contains(&format!("\n| {status} | ")),
-                    "{heading}: status {status} is not documented"
-                );
-            }
-            let statuses: Vec<&str> = body
-                .lines()
-                .filter_map(|l| l.strip_prefix("| "))
-                .filter_map(|l| l.split(' ').next())
-                .filter(|c| c.len() == 3 && c.chars().all(|c| c.is_ascii_digit()))
-                .collect();
-            for status in statuses {
-                assert!(
-                    op["responses"].get(status).is_some(),
-                    "{heading}: status {status} is documented but not in openapi.json"
-                );
-            }
-            documented += 1;
-        }
-    }
-    let operations = sections
-        .keys()
-        .filter(|h| {
-            ["GET ", "POST ", "PUT ", "PATCH ", "DELETE "]
-                .iter()
-                .any(|m| h.starts_with(m))
-        })
-        .count();
-    assert_eq!(
-        operations, documented,
-        "docs/api.md documents operations openapi.json lacks"
-    );
 }

@@ -17,9 +17,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use support::drain::{Sampler, metric, node_of, ready_pods};
+use support::drain::{Sampler, metric, node_of};
 use support::fixtures::pdb_max_unavailable_zero;
 use support::operator::Operator;
+use support::pods::ready_pods;
 use support::{karpenter, wait, with_namespace};
 
 /// How long the control phase watches the drain being stuck.

@@ -47,8 +47,7 @@ async fn karpenter_provisions_a_node_for_a_pending_pod_and_removes_it_once_empty
         let node_name = wait::for_some("Karpenter to provision a node and the pod to run", Duration::from_secs(90), || async {
             let list = pods.list(&ListParams::default().labels("app=needs-a-node")).await.ok()?;
             let pod = list.items.into_iter().next()?;
-            let ready = pod.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
-            ready.then(|| pod.spec?.node_name).flatten()
+            support::pods::is_ready(&pod).then(|| pod.spec?.node_name).flatten()
         })
         .await;
         let provisioned = started.elapsed();

@@ -3,8 +3,6 @@
 //! windows, which still close and expire, written by one replica at a time.
 
 mod support;
-#[path = "support/windows.rs"]
-mod window_support;
 
 use std::time::{Duration, Instant};
 
@@ -14,11 +12,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
-use support::drain::{metric, ready_pods};
+use support::drain::metric;
 use support::fixtures::deployment;
 use support::operator::Operator;
+use support::pods::ready_pods;
+use support::windows::{guard_pdbs, protected, until_released};
 use support::{create_ready_node, wait, with_namespace};
-use window_support::{guard_pdbs, protected, until_released};
 
 /// Kills the leader with SIGKILL and returns how long the follower took to lead.
 async fn kill_and_await_takeover(leader: &mut Operator, follower: &Operator) -> Duration {

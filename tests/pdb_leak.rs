@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use disruption_guard::resources::TestWindow;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use support::fixtures::deployment;
@@ -175,18 +174,8 @@ async fn deployment_on_private_node(client: &Client, ns: &str, app: &str) {
         )
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     wait::until("a Ready pod", LIMIT, || async {
-        pods.list(&ListParams::default().labels(&format!("app={app}")))
-            .await
-            .is_ok_and(|l| {
-                l.items.iter().any(|p| {
-                    p.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-                })
-            })
+        !support::pods::ready_pods(client, ns, app).await.is_empty()
     })
     .await;
 }

@@ -25,9 +25,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use support::drain::{deploy_lone, lone, percentile, signal_to_rollout};
+use support::drain::{deploy_lone, lone, signal_to_rollout};
 use support::fixtures::{deployment, kwok_node};
 use support::operator::Operator;
+use support::stats::percentile;
 use support::{create_ready_node, wait, with_namespace};
 
 const PODS_PER_NODE: usize = 10;
@@ -74,13 +75,7 @@ async fn grow_nodes(client: &Client, ns: &str, from: usize, to: usize) {
         Duration::from_secs(600),
         || async {
             let list = nodes.list(&mine).await.unwrap().items;
-            let ready = list.iter().filter(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            });
-            ready.count() >= to
+            list.iter().filter(|n| support::is_node_ready(n)).count() >= to
         },
     )
     .await;

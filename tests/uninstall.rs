@@ -7,8 +7,6 @@
 //! (test binaries run one after another; the next one installs the CRD again).
 
 mod support;
-#[path = "support/windows.rs"]
-mod window_support;
 
 use std::process::Command;
 use std::time::Duration;
@@ -19,13 +17,13 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use support::chart_identity::ChartIdentity;
-use support::drain::ready_pods;
 use support::fixtures::deployment;
 use support::operator::Operator;
-use support::{create_ready_node, wait, with_namespace};
-use window_support::{
+use support::pods::ready_pods;
+use support::windows::{
     DND, SAFE_TO_EVICT, SCALE_DOWN_DISABLED, guard_managers, open, protected, until_ready, window,
 };
+use support::{create_ready_node, wait, with_namespace};
 
 const CRD: &str = "customresourcedefinition/testwindows.disruption-guard.io";
 

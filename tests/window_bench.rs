@@ -4,21 +4,20 @@
 //! Run: `cargo test --release --test window_bench -- --ignored --nocapture`
 
 mod support;
-#[path = "support/windows.rs"]
-mod window_support;
 
 use std::time::{Duration, Instant};
 
 use disruption_guard::resources::TestWindow;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{DeleteParams, ListParams, PostParams};
-use kube::{Api, Client};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 use support::fixtures::{deployment, kwok_node};
 use support::operator::Operator;
-use support::{wait, with_namespace};
-use window_support::*;
+use support::stats::percentile;
+use support::windows::*;
+use support::{pods, wait, with_namespace};
 
 const ROUNDS: [(usize, usize); 3] = [(1, 20), (10, 20), (100, 10)];
 
@@ -29,28 +28,6 @@ async fn writes(op: &Operator) -> u64 {
         .find_map(|l| l.strip_prefix("disruption_guard_window_writes_total "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
-
-async fn ready_pods(client: &Client, ns: &str, group: &str) -> usize {
-    Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels(&format!("group={group}")))
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter(|p| {
-            p.metadata.deletion_timestamp.is_none()
-                && p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .count()
 }
 
 #[tokio::test]
@@ -106,7 +83,12 @@ async fn open_to_ready_latency_for_windows_over_1_10_and_100_deployments() {
             wait::until(
                 "every pod of the group to be Ready",
                 Duration::from_secs(180),
-                || async { ready_pods(&client, &ns, &group).await == count },
+                || async {
+                    pods::ready_pods_matching(&client, &ns, &format!("group={group}"))
+                        .await
+                        .len()
+                        == count
+                },
             )
             .await;
 
@@ -158,8 +140,8 @@ async fn open_to_ready_latency_for_windows_over_1_10_and_100_deployments() {
             let ms = |d: Duration| d.as_secs_f64() * 1000.0;
             println!(
                 "{count:>11}  {rounds:>7}  {:>6.0}  {:>6.0}  {:>6.0}  {:>14.1}  {:>23.1}",
-                ms(percentile(&latencies, 0.5)),
-                ms(percentile(&latencies, 0.99)),
+                ms(percentile(&latencies, 50.0)),
+                ms(percentile(&latencies, 99.0)),
                 ms(*latencies.last().unwrap()),
                 open_writes as f64 / rounds as f64,
                 all_writes as f64 / rounds as f64,

@@ -3,8 +3,6 @@
 //! expiry and deletion, overlapping windows, reused PDBs, and a crash of the operator.
 
 mod support;
-#[path = "support/windows.rs"]
-mod window_support;
 
 use std::time::{Duration, Instant};
 
@@ -17,33 +15,11 @@ use kube::{Api, Client};
 use serde_json::json;
 use support::fixtures::{deployment, pdb_max_unavailable_zero};
 use support::operator::Operator;
+use support::pods::ready_pod;
+use support::windows::*;
 use support::{create_ready_node, wait, with_namespace};
-use window_support::*;
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// Waits until the Deployment `app` has exactly one Ready pod and returns it.
-async fn ready_pod(client: &Client, ns: &str, app: &str) -> Pod {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    wait::for_some("a Ready pod", LIMIT, || async {
-        let list = pods
-            .list(&ListParams::default().labels(&format!("app={app}")))
-            .await
-            .ok()?;
-        let ready: Vec<Pod> = list.items.into_iter().filter(is_pod_ready).collect();
-        (ready.len() == 1).then(|| ready.into_iter().next().unwrap())
-    })
-    .await
-}
-
-fn is_pod_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
 
 fn name(pod: &Pod) -> String {
     pod.metadata.name.clone().unwrap()
@@ -537,31 +513,6 @@ async fn the_api_server_refuses_windows_with_a_bad_ttl_or_a_malformed_selector()
         let _ = api.delete("good", &DeleteParams::default()).await;
     })
     .await;
-}
-
-#[test]
-fn the_charts_crd_is_what_the_binary_generates() {
-    let out = std::process::Command::new(support::operator::binary())
-        .arg("crd")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let path = support::repo_root().join("charts/disruption-guard/files/testwindows.crd.yaml");
-    let chart = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let generated = String::from_utf8(out.stdout).unwrap();
-    if chart != generated {
-        let line = chart
-            .lines()
-            .zip(generated.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| chart.lines().count().min(generated.lines().count()));
-        panic!(
-            "{} drifted from `disruption-guard crd` (first difference at line {}): regenerate it with `make crd`",
-            path.display(),
-            line + 1
-        );
-    }
 }
 
 #[tokio::test]

@@ -1,8 +1,8 @@
-//! Metrics of the drain watcher: rollouts by result, skips by reason, and the latency from a
-//! node's disruption signal to the rollout patch.
+//! Metrics of the drain watcher: decisions by kind, rollouts by result, skips by reason, and the
+//! latency from a node's disruption signal to the rollout patch.
 //!
-//! Every `result` and `reason` series exists from registration on (at 0), so `rate()` and
-//! `increase()` see the first rollout failure or skip.
+//! Every `decision`, `result` and `reason` series exists from registration on (at 0), so
+//! `rate()` and `increase()` see the first rollout failure or skip.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -10,7 +10,27 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::decide::SkipReason;
+use super::decide::{Decision, SkipReason};
+
+/// Label of `drain_decisions_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabel {
+    /// One of [`DECISIONS`].
+    pub decision: &'static str,
+}
+
+/// Every `decision` of `drain_decisions_total`.
+pub const DECISIONS: [&str; 4] = ["roll_out", "already_rolled_out", "skip", "ignore"];
+
+/// The `decision` label of a decision.
+pub fn decision_label(decision: &Decision) -> &'static str {
+    match decision {
+        Decision::RollOut(_) => "roll_out",
+        Decision::AlreadyRolledOut => "already_rolled_out",
+        Decision::Skip { .. } => "skip",
+        Decision::Ignore => "ignore",
+    }
+}
 
 /// Label of `drain_rollouts_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -74,6 +94,9 @@ const fn reason_index(reason: SkipReason) -> usize {
 /// Metric families of the drain watcher.
 #[derive(Debug)]
 pub struct DrainMetrics {
+    /// Decisions for pods in scope on disrupted nodes, by decision, each counted once carried
+    /// out (every pass over such a node decides again).
+    pub decisions: Family<DecisionLabel, Counter>,
     /// Rollout attempts by result.
     pub rollouts: Family<ResultLabel, Counter>,
     /// Pods on disrupted nodes a rollout could not save, by reason (counted once per
@@ -87,10 +110,14 @@ pub struct DrainMetrics {
 impl Default for DrainMetrics {
     fn default() -> Self {
         let metrics = Self {
+            decisions: Family::default(),
             rollouts: Family::default(),
             skips: Family::default(),
             signal_to_rollout: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
         };
+        for decision in DECISIONS {
+            drop(metrics.decisions.get_or_create(&DecisionLabel { decision }));
+        }
         for result in RESULTS {
             drop(metrics.rollouts.get_or_create(&ResultLabel { result }));
         }
@@ -107,6 +134,11 @@ impl DrainMetrics {
     /// Registers every family with the operator's registry.
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
+            "drain_decisions",
+            "Decisions of the drain watcher for pods on disrupted nodes, by decision",
+            self.decisions.clone(),
+        );
+        registry.register(
             "drain_rollouts",
             "Rollouts of Deployments on disrupted nodes, by result",
             self.rollouts.clone(),
@@ -121,6 +153,13 @@ impl DrainMetrics {
             "Seconds from a node's disruption signal to the rollout patch",
             self.signal_to_rollout.clone(),
         );
+    }
+
+    /// Counts one decision, once carried out.
+    pub fn decided(&self, decision: &'static str) {
+        self.decisions
+            .get_or_create(&DecisionLabel { decision })
+            .inc();
     }
 
     /// Counts one rollout attempt.
@@ -148,8 +187,13 @@ mod tests {
     }
 
     #[test]
-    fn a_fresh_registry_exports_every_result_and_reason_at_zero() {
+    fn a_fresh_registry_exports_every_decision_result_and_reason_at_zero() {
         let out = encoded(&DrainMetrics::default());
+        for decision in DECISIONS {
+            let line =
+                format!("disruption_guard_drain_decisions_total{{decision=\"{decision}\"}} 0\n");
+            assert!(out.contains(&line), "missing {line} in\n{out}");
+        }
         for result in RESULTS {
             let line = format!("disruption_guard_drain_rollouts_total{{result=\"{result}\"}} 0\n");
             assert!(out.contains(&line), "missing {line} in\n{out}");
@@ -177,7 +221,12 @@ mod tests {
         let m = DrainMetrics::default();
         m.rollout("patch_failed");
         m.skip(SkipReason::Recreate.as_str());
+        m.decided("already_rolled_out");
         let out = encoded(&m);
+        assert!(out.contains(
+            "disruption_guard_drain_decisions_total{decision=\"already_rolled_out\"} 1\n"
+        ));
+        assert!(out.contains("disruption_guard_drain_decisions_total{decision=\"ignore\"} 0\n"));
         assert!(out.contains("disruption_guard_drain_rollouts_total{result=\"patch_failed\"} 1\n"));
         assert!(out.contains("disruption_guard_drain_rollouts_total{result=\"rolled_out\"} 0\n"));
         assert!(out.contains("disruption_guard_drain_skips_total{reason=\"recreate\"} 1\n"));
@@ -210,5 +259,32 @@ mod tests {
         }
         let unique: std::collections::BTreeSet<_> = RESULTS.iter().collect();
         assert_eq!(unique.len(), RESULTS.len());
+        // `decision_label` matches without a wildcard: a new `Decision` must get a label.
+        let node = crate::drain::decide::NodeRef {
+            name: "n".into(),
+            uid: "u".into(),
+        };
+        let plan = crate::drain::decide::RolloutPlan {
+            namespace: "ns".into(),
+            deployment: "d".into(),
+            deployment_uid: "d-uid".into(),
+            replica_set: "rs".into(),
+            pod: "p".into(),
+            pdb: "pdb".into(),
+            node,
+        };
+        let labels: std::collections::BTreeSet<_> = [
+            Decision::RollOut(plan),
+            Decision::AlreadyRolledOut,
+            Decision::Skip {
+                reason: SkipReason::Paused,
+                subject: Default::default(),
+            },
+            Decision::Ignore,
+        ]
+        .iter()
+        .map(decision_label)
+        .collect();
+        assert_eq!(labels, DECISIONS.into_iter().collect());
     }
 }

@@ -134,7 +134,9 @@ impl Watcher {
             })
             .collect();
         for pod in pods {
-            match self.decide_from_stores(&node_ref, &pod.to_pod()) {
+            let decision = self.decide_from_stores(&node_ref, &pod.to_pod());
+            let counted = super::metrics::decision_label(&decision);
+            match decision {
                 Decision::Ignore | Decision::AlreadyRolledOut => {}
                 Decision::Skip { reason, subject } => {
                     let subject_uid = subject.uid.clone().unwrap_or_default();
@@ -151,6 +153,7 @@ impl Watcher {
                 }
                 Decision::RollOut(plan) => self.act(&plan, &raised, since).await,
             }
+            self.metrics.decided(counted);
         }
     }
 

@@ -15,6 +15,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use super::fixtures::{DeploymentBuilder, deployment, pdb_max_unavailable_zero};
+use super::pods::{is_ready, ready_pods};
 use super::{TEST_NAMESPACE_LABEL, kubectl, wait};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -24,27 +25,8 @@ pub fn lone(ns: &str, app: &str) -> DeploymentBuilder {
     deployment(app).node_selector(TEST_NAMESPACE_LABEL, ns)
 }
 
-pub fn is_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 pub fn node_of(pod: &Pod) -> Option<String> {
     pod.spec.as_ref()?.node_name.clone()
-}
-
-pub async fn ready_pods(client: &Client, ns: &str, app: &str) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("app={app}")))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    list.into_iter().filter(is_ready).collect()
 }
 
 /// Creates `app` (and its `maxUnavailable: 0` PDB) and waits until its one pod is Ready on
@@ -208,12 +190,6 @@ pub async fn generation(client: &Client, ns: &str, app: &str) -> Option<i64> {
         .unwrap()
         .metadata
         .generation
-}
-
-/// p-th percentile (nearest rank) of sorted milliseconds.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// The merge patch that sets or removes the `karpenter.sh/disrupted` taint, keeping others.

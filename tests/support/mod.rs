@@ -12,7 +12,10 @@ pub mod examples;
 pub mod fixtures;
 pub mod karpenter;
 pub mod operator;
+pub mod pods;
+pub mod stats;
 pub mod wait;
+pub mod windows;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -176,19 +179,17 @@ pub async fn create_ready_node(client: &Client, ns: &str, name: &str) -> Node {
     wait::for_some(
         "the node to become Ready",
         std::time::Duration::from_secs(30),
-        || async {
-            let node = nodes.get(name).await.ok()?;
-            let ready = node
-                .status
-                .as_ref()?
-                .conditions
-                .as_ref()?
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            ready.then_some(node)
-        },
+        || async { nodes.get(name).await.ok().filter(is_node_ready) },
     )
     .await
+}
+
+/// Whether the node's Ready condition is True.
+pub fn is_node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Prints the namespace's objects and events to stderr (cargo shows it for failed tests).

@@ -1,9 +1,5 @@
-//! Included by `tests/windows.rs` with `#[path]` (it needs `crate::support`).
-//!
 //! Helpers for window tests: TestWindow builders, waiting for Ready, and checks that no trace
 //! of the guard is left on pods, nodes and PDBs.
-
-#![allow(dead_code)]
 
 use std::time::Duration;
 
@@ -15,7 +11,7 @@ use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::support::wait;
+use super::wait;
 
 pub const DND: &str = "karpenter.sh/do-not-disrupt";
 pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
