@@ -4,15 +4,17 @@
 //! Counted with the API server's own gauge `apiserver_longrunning_requests{verb="WATCH"}`,
 //! per resource, with the operator running minus without it. This file holds one test, so no
 //! other operator of the test suite starts or stops meanwhile; the cluster's own components
-//! keep their watches open (they re-open each one every 5–10 minutes, for milliseconds).
+//! keep their watches open (they re-open each one every 5–10 minutes, for milliseconds), once
+//! they settled after the last change of the TestWindow CRD.
 
 mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kube::Client;
-use support::operator::Operator;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, Client};
+use support::operator::{Operator, ensure_crd};
 use support::{wait, with_namespace};
 
 /// Open watches per resource, as the API server counts them.
@@ -57,9 +59,44 @@ fn difference(
         .collect()
 }
 
+/// How long after a change of a CRD the cluster's own controllers (garbage collector, quota)
+/// may still close and re-open their watch of its resource: they find resources by discovery,
+/// every 30 s.
+const CRD_SETTLES: Duration = Duration::from_secs(40);
+
+/// Waits until the TestWindow CRD has been unchanged for [`CRD_SETTLES`]: a test binary that
+/// ran just before may have replaced or re-created it (`tests/uninstall.rs`,
+/// `tests/older_crd.rs`), and the cluster's watches of `testwindows` move meanwhile.
+async fn until_the_crd_settled(client: &Client) {
+    ensure_crd();
+    let crd = Api::<CustomResourceDefinition>::all(client.clone())
+        .get("testwindows.disruption-guard.io")
+        .await
+        .expect("the TestWindow CRD");
+    let changed = crd
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.time.as_ref())
+        .map(|t| t.0)
+        .max()
+        .expect("a time in the CRD's managedFields");
+    let since =
+        Duration::try_from(jiff::Timestamp::now().duration_since(changed)).unwrap_or_default();
+    if since < CRD_SETTLES {
+        let left = CRD_SETTLES - since;
+        eprintln!(
+            "the TestWindow CRD changed {since:?} ago: waiting {left:?} for the cluster's watches"
+        );
+        tokio::time::sleep(left).await;
+    }
+}
+
 #[tokio::test]
 async fn the_operator_holds_one_watch_of_each_kind_it_caches() {
     with_namespace(|client, ns| async move {
+        until_the_crd_settled(&client).await;
         let without = open_watches(&client).await;
         let mut op = Operator::start(&ns, &[]).await;
         let shared = [
