@@ -20,7 +20,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 use support::fixtures::deployment;
-use support::operator::{Operator, binary, ensure_crd};
+use support::operator::{Operator, apply_crd, binary, ensure_crd};
 use support::pods::ready_pod;
 use support::windows::{
     close, open, protected, until_ready, until_released, until_status_released, window,
@@ -57,33 +57,6 @@ fn without_ready_at(crd: &str) -> String {
     }
     assert_eq!(removed, 1, "one readyAt in the CRD's schema");
     out.join("\n") + "\n"
-}
-
-/// Applies a CRD manifest and waits until it is Established.
-fn apply_crd(manifest: &str) {
-    let mut apply = kubectl()
-        .args(["apply", "--server-side", "--force-conflicts", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("kubectl apply");
-    apply
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
-    assert!(apply.wait().unwrap().success(), "applying the CRD failed");
-    let established = kubectl()
-        .args([
-            "wait",
-            "--for=condition=Established",
-            "crd/testwindows.disruption-guard.io",
-            "--timeout=30s",
-        ])
-        .output()
-        .unwrap();
-    assert!(established.status.success(), "the CRD is not Established");
 }
 
 /// Whether the API server now serves the status schema with `readyAt`: a server-side dry run
@@ -145,7 +118,7 @@ struct RealCrdAfterwards;
 impl Drop for RealCrdAfterwards {
     fn drop(&mut self) {
         let restored = std::panic::catch_unwind(|| {
-            apply_crd(&generated_crd());
+            apply_crd(generated_crd().as_bytes());
             until_served(true);
         });
         if let Err(panic) = restored {
@@ -164,7 +137,7 @@ async fn a_window_on_a_crd_without_ready_at_becomes_ready_with_every_other_field
     // do it now, so that it does not replace the older one below.
     ensure_crd();
     let _restore = RealCrdAfterwards;
-    apply_crd(&without_ready_at(&generated_crd()));
+    apply_crd(without_ready_at(&generated_crd()).as_bytes());
     until_served(false);
 
     with_namespace(|client, ns| async move {

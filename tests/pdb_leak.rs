@@ -10,14 +10,13 @@ mod support;
 use std::time::{Duration, Instant};
 
 use disruption_guard::resources::TestWindow;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use support::fixtures::deployment;
 use support::operator::{Operator, ensure_crd};
-use support::{create_ready_node, wait, with_namespace};
+use support::windows::{self, close};
+use support::{wait, with_namespace};
 
 const LIMIT: Duration = Duration::from_secs(30);
 /// How soon after the operator is ready (or the windows close) the PDB must be gone: the
@@ -25,32 +24,9 @@ const LIMIT: Duration = Duration::from_secs(30);
 const GONE_WITHIN: Duration = Duration::from_secs(10);
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
-fn window(name: &str, app: &str) -> TestWindow {
-    serde_json::from_value(json!({
-        "apiVersion": "disruption-guard.io/v1alpha1",
-        "kind": "TestWindow",
-        "metadata": {"name": name},
-        "spec": {"selector": {"matchLabels": {"app": app}}, "ttl": "10m", "reason": "test"},
-    }))
-    .expect("window fixture")
-}
-
+/// Opens window `name` over `app=<app>` for ten minutes.
 async fn open(client: &Client, ns: &str, name: &str, app: &str) -> TestWindow {
-    Api::<TestWindow>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &window(name, app))
-        .await
-        .expect("creating a TestWindow")
-}
-
-async fn close(client: &Client, ns: &str, name: &str) {
-    Api::<TestWindow>::namespaced(client.clone(), ns)
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"closed": true}})),
-        )
-        .await
-        .expect("closing the window");
+    windows::open(client, ns, &windows::window(name, app, "10m", json!({}))).await
 }
 
 fn owner(w: &TestWindow) -> Value {
@@ -161,30 +137,11 @@ async fn the_last_window_holding_a_pdbs_fields_deletes_it_although_another_owner
     .await;
 }
 
-/// A private kwok node and a 1-replica Deployment `app` pinned to it, with its pod Ready.
-async fn deployment_on_private_node(client: &Client, ns: &str, app: &str) {
-    let node = format!("{ns}-n");
-    create_ready_node(client, ns, &node).await;
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &deployment(app)
-                .node_selector("disruption-guard.io/test-node", &node)
-                .build(),
-        )
-        .await
-        .unwrap();
-    wait::until("a Ready pod", LIMIT, || async {
-        !support::pods::ready_pods(client, ns, app).await.is_empty()
-    })
-    .await;
-}
-
 #[tokio::test]
 async fn the_shared_manager_holds_the_label_and_overlapping_windows_ending_together_leave_no_pdb() {
     with_namespace(|client, ns| async move {
         let mut op = Operator::start(&ns, &[]).await;
-        deployment_on_private_node(&client, &ns, "d").await;
+        windows::lone_pod_on_private_node(&client, &ns, "d").await;
         let a = open(&client, &ns, "a", "d").await;
         let b = open(&client, &ns, "b", "d").await;
         let (ma, mb) = (

@@ -13,33 +13,15 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use support::fixtures::{deployment, pdb_max_unavailable_zero};
+use support::fixtures::pdb_max_unavailable_zero;
 use support::operator::Operator;
-use support::pods::ready_pod;
 use support::windows::*;
-use support::{create_ready_node, wait, with_namespace};
+use support::{wait, with_namespace};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn name(pod: &Pod) -> String {
     pod.metadata.name.clone().unwrap()
-}
-
-/// A private node and a 1-replica Deployment `app` pinned to it; returns (node, pod).
-async fn lone_pod_on_private_node(client: &Client, ns: &str, app: &str) -> (String, Pod) {
-    let node = format!("{ns}-n");
-    create_ready_node(client, ns, &node).await;
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &deployment(app)
-                .node_selector("disruption-guard.io/test-node", &node)
-                .build(),
-        )
-        .await
-        .unwrap();
-    let pod = ready_pod(client, ns, app).await;
-    (node, pod)
 }
 
 /// Whether the guard's PDB `name` exists and the disruption controller computed it to allow

@@ -230,6 +230,34 @@ where
     }
 }
 
+/// What a reflector can hold: a statically typed, deserializable object shared across tasks.
+pub trait Cacheable:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Cacheable for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A store of `api` (trimmed by `trim`) that is only read, driven by its own task.
+pub fn read_only<K: Cacheable>(
+    name: &'static str,
+    api: Api<K>,
+    trim: fn(&mut K),
+) -> (Store<K>, JoinHandle<()>) {
+    let (store, writer) = reflector::store();
+    let task = reflect(name, api, watcher::Config::default(), trim, writer, |_| {});
+    (store, task)
+}
+
 /// Starts a watch of `api` (with `config`) into the store `writer` feeds, each object trimmed
 /// by `trim`; every event, once the store took it, is shown to `on_event`. The one way the
 /// operator starts a reflector; the task runs until aborted.
@@ -242,13 +270,7 @@ pub fn reflect<K>(
     mut on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
 ) -> JoinHandle<()>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Cacheable,
 {
     let stream = watcher(api, config)
         .default_backoff()
@@ -276,13 +298,7 @@ fn watch_workloads<K>(
     mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> (Store<K>, JoinHandle<()>)
 where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Cacheable + Resource<Scope = NamespaceResourceScope>,
 {
     let (store, writer) = reflector::store();
     let drain = drain.clone();

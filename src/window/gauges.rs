@@ -45,9 +45,9 @@ pub fn values<'a>(windows: impl Iterator<Item = &'a TestWindow>) -> GaugeValues 
         ..Default::default()
     };
     for w in windows {
-        let status = w.status.clone().unwrap_or_default();
-        *v.phases.entry(status.phase.as_str()).or_insert(0) += 1;
-        if status.phase == Phase::Active {
+        let phase = w.status.as_ref().map(|s| s.phase).unwrap_or_default();
+        *v.phases.entry(phase.as_str()).or_insert(0) += 1;
+        if let Some(status) = w.status.as_ref().filter(|s| s.phase == Phase::Active) {
             v.pods += i64::from(status.protected.pods);
             v.nodes += i64::from(status.protected.nodes);
         }

@@ -113,7 +113,7 @@ pub async fn run(
         })
         .applied_objects();
 
-    let (stateful_sets, sts_task) = wakeups::cache(
+    let (stateful_sets, sts_task) = crate::runtime::caches::read_only(
         "statefulsets",
         runtime.api::<StatefulSet>(),
         trim::stateful_set,

@@ -1,6 +1,6 @@
 //! What wakes the window controller: each watched change as the windows it concerns
-//! (decided by [`super::triggers`]), and the watches only the window controller needs
-//! (StatefulSets, Karpenter NodeClaims) beside the shared caches.
+//! (decided by [`super::triggers`]), and the Karpenter NodeClaim watch only the window
+//! controller needs beside the shared caches.
 
 use std::collections::BTreeMap;
 
@@ -11,8 +11,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::{Api, Client, ResourceExt};
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::info;
@@ -21,7 +20,6 @@ use super::triggers::{NodeChanges, PdbTriggers, windows_for, windows_of_pods};
 use crate::k8s::fields::{keep_own_entries, window_uids};
 use crate::resources::{PodDigest, TestWindow};
 use crate::runtime::Caches;
-use crate::runtime::caches::reflect;
 
 /// A changed pod wakes the windows that select it or wrote to it.
 pub fn pods(
@@ -131,26 +129,6 @@ pub fn node_claims(
     })
     .boxed();
     (store, stream)
-}
-
-/// A cache that is only read (never triggers a reconcile), driven by its own task.
-pub fn cache<K>(
-    name: &'static str,
-    api: Api<K>,
-    trim: fn(&mut K),
-) -> (Store<K>, tokio::task::JoinHandle<()>)
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store();
-    let task = reflect(name, api, watcher::Config::default(), trim, writer, |_| {});
-    (store, task)
 }
 
 /// Karpenter's NodeClaim resource, when the cluster serves it.

@@ -36,29 +36,35 @@ pub fn ensure_crd() {
             .output()
             .expect("disruption-guard crd");
         assert!(crd.status.success(), "disruption-guard crd failed");
-        let mut apply = super::kubectl()
-            .args(["apply", "--server-side", "--force-conflicts", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("kubectl apply");
-        use std::io::Write;
-        apply.stdin.take().unwrap().write_all(&crd.stdout).unwrap();
-        assert!(apply.wait().unwrap().success(), "applying the CRD failed");
-        let established = super::kubectl()
-            .args([
-                "wait",
-                "--for=condition=Established",
-                "crd/testwindows.disruption-guard.io",
-                "--timeout=30s",
-            ])
-            .output()
-            .expect("kubectl wait");
-        assert!(
-            established.status.success(),
-            "the CRD did not become Established"
-        );
+        apply_crd(&crd.stdout);
     });
+}
+
+/// Applies a CRD manifest (server-side, taking over its fields) and waits until the API server
+/// reports it Established.
+pub fn apply_crd(manifest: &[u8]) {
+    let mut apply = super::kubectl()
+        .args(["apply", "--server-side", "--force-conflicts", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("kubectl apply");
+    use std::io::Write;
+    apply.stdin.take().unwrap().write_all(manifest).unwrap();
+    assert!(apply.wait().unwrap().success(), "applying the CRD failed");
+    let established = super::kubectl()
+        .args([
+            "wait",
+            "--for=condition=Established",
+            "crd/testwindows.disruption-guard.io",
+            "--timeout=30s",
+        ])
+        .output()
+        .expect("kubectl wait");
+    assert!(
+        established.status.success(),
+        "the CRD did not become Established"
+    );
 }
 
 fn free_port() -> u16 {

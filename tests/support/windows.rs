@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use disruption_guard::resources::TestWindow;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -11,7 +12,9 @@ use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use super::wait;
+use super::fixtures::deployment;
+use super::pods::ready_pod;
+use super::{create_ready_node, wait};
 
 pub const DND: &str = "karpenter.sh/do-not-disrupt";
 pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
@@ -231,4 +234,21 @@ pub async fn evict(client: &Client, ns: &str, pod: &str) -> u16 {
         Err(kube::Error::Api(status)) => status.code,
         Err(other) => panic!("eviction failed without an API answer: {other}"),
     }
+}
+
+/// A private node and a 1-replica Deployment `app` pinned to it; returns (node, pod).
+pub async fn lone_pod_on_private_node(client: &Client, ns: &str, app: &str) -> (String, Pod) {
+    let node = format!("{ns}-n");
+    create_ready_node(client, ns, &node).await;
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &deployment(app)
+                .node_selector("disruption-guard.io/test-node", &node)
+                .build(),
+        )
+        .await
+        .unwrap();
+    let pod = ready_pod(client, ns, app).await;
+    (node, pod)
 }
