@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -74,11 +74,42 @@ async fn grow_nodes(client: &Client, ns: &str, from: usize, to: usize) {
         "the benchmark's nodes to be Ready",
         Duration::from_secs(600),
         || async {
+            assert_nodes_kept_up(client).await;
             let list = nodes.list(&mine).await.unwrap().items;
             list.iter().filter(|n| support::is_node_ready(n)).count() >= to
         },
     )
     .await;
+}
+
+/// Reasons of the events that say the simulated nodes fell behind: their heartbeats missed the
+/// node lifecycle controller's grace period, so it marked them (and their pods) not ready.
+const NODE_TROUBLE: [&str; 2] = ["NodeNotReady", "TaintManagerEviction"];
+
+/// Panics naming the events if any node of the cluster went NotReady since the run started: the
+/// figures would then measure the cluster's recovery, not the operator. Called while waiting, so
+/// the run stops with this message instead of a bare time-out.
+async fn assert_nodes_kept_up(client: &Client) {
+    let events: Api<Event> = Api::all(client.clone());
+    let mut seen = Vec::new();
+    for reason in NODE_TROUBLE {
+        let list = events
+            .list(&ListParams::default().fields(&format!("reason={reason}")))
+            .await
+            .unwrap();
+        let count: i32 = list.items.iter().map(|e| e.count.unwrap_or(1)).sum();
+        if count > 0 {
+            let example = list.items[0].message.clone().unwrap_or_default();
+            seen.push(format!("{count} {reason} (e.g. \"{example}\")"));
+        }
+    }
+    assert!(
+        seen.is_empty(),
+        "the simulated nodes fell behind, so the figures would measure the cluster's recovery: {}. \
+         kwok renews each node's Lease every S/4 of --node-lease-seconds (tests/bench/scale sets S); \
+         raise it, or lower SCALE_STEPS",
+        seen.join(", ")
+    );
 }
 
 /// Creates background pods `bg-<i>` for i in `from..to`, spread over `nodes` nodes, and waits
@@ -110,6 +141,7 @@ async fn grow_pods(client: &Client, ns: &str, nodes: usize, from: usize, to: usi
         Duration::from_secs(900),
         || async {
             tokio::time::sleep(Duration::from_secs(2)).await;
+            assert_nodes_kept_up(client).await;
             pods.list_metadata(&running).await.unwrap().items.len() >= to
         },
     )
@@ -215,6 +247,7 @@ async fn memory_and_latencies_from_100_to_1000_nodes() {
                 "every window Deployment to be available",
                 Duration::from_secs(300),
                 || async {
+                    assert_nodes_kept_up(&client).await;
                     let list = deployments.list(&ListParams::default()).await.unwrap();
                     list.items.iter().all(|d| {
                         d.status
@@ -241,6 +274,7 @@ async fn memory_and_latencies_from_100_to_1000_nodes() {
             let (rss_windows, _) = op.rss_kib();
             let (mut floor, mut rollout) =
                 signal_to_rollout(&client, &ns, &drain_nodes, &app, drains).await;
+            assert_nodes_kept_up(&client).await;
             let row = Row {
                 nodes: nodes + 2,
                 pods: pods + windows + 1,

@@ -2,7 +2,8 @@
 //! only its namespace's pods and a node change only that node's, instead of scanning every pod
 //! in the cluster.
 //!
-//! The index holds references; the pods themselves stay in the reflector store. It is kept by
+//! The index holds references (one shared key per pod: at 10,000 pods a key copied into each
+//! map cost about 9 MiB); the pods themselves stay in the reflector store. It is kept by
 //! the pod watch's task from the same events as the store, after the store: a reader that
 //! finds a reference whose pod is gone skips it, and a pod that is not indexed yet is handed on
 //! (to the window controller and the drain watcher) only after it is.
@@ -15,60 +16,80 @@ use kube::runtime::watcher;
 
 use crate::resources::PodDigest;
 
-/// Where one pod is indexed.
-#[derive(Clone, PartialEq, Eq)]
-struct Place {
-    namespace: String,
-    node: Option<String>,
+/// One pod's key, shared by every map that holds it: name and namespace only (no
+/// resourceVersion or uid, which a lookup ignores anyway), allocated once per pod.
+type Key = Arc<ObjectRef<PodDigest>>;
+
+fn object_ref(pod: &PodDigest) -> ObjectRef<PodDigest> {
+    let key = ObjectRef::new(pod.metadata.name.as_deref().unwrap_or_default());
+    match pod.metadata.namespace.as_deref() {
+        Some(ns) => key.within(ns),
+        None => key,
+    }
 }
 
 #[derive(Default)]
 struct Index {
-    by_namespace: HashMap<String, HashSet<ObjectRef<PodDigest>>>,
-    by_node: HashMap<String, HashSet<ObjectRef<PodDigest>>>,
-    places: HashMap<ObjectRef<PodDigest>, Place>,
+    by_namespace: HashMap<String, HashSet<Key>>,
+    /// Node names are shared with `places`.
+    by_node: HashMap<Arc<str>, HashSet<Key>>,
+    /// The node each pod is indexed under (its namespace is in its key).
+    places: HashMap<Key, Option<Arc<str>>>,
 }
 
 impl Index {
     fn insert(&mut self, pod: &PodDigest) {
-        let key = ObjectRef::from_obj(pod);
-        let place = Place {
-            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-            node: pod.node_name().map(str::to_string),
+        let node = pod.node_name();
+        let key = match self.places.get_key_value(&object_ref(pod)) {
+            Some((_, place)) if place.as_deref() == node => return,
+            Some((key, _)) => {
+                let key = key.clone();
+                self.remove(&key);
+                key
+            }
+            None => Arc::new(object_ref(pod)),
         };
-        if self.places.get(&key) == Some(&place) {
-            return;
-        }
-        self.remove(&key);
+        let namespace = key.namespace.clone().unwrap_or_default();
         self.by_namespace
-            .entry(place.namespace.clone())
+            .entry(namespace)
             .or_default()
             .insert(key.clone());
-        if let Some(node) = &place.node {
+        let node = node.map(|n| self.node_name(n));
+        if let Some(node) = &node {
             self.by_node
                 .entry(node.clone())
                 .or_default()
                 .insert(key.clone());
         }
-        self.places.insert(key, place);
+        self.places.insert(key, node);
+    }
+
+    /// `node` as the index already holds it, so every pod on a node shares one name.
+    fn node_name(&self, node: &str) -> Arc<str> {
+        self.by_node
+            .get_key_value(node)
+            .map_or_else(|| Arc::from(node), |(name, _)| name.clone())
     }
 
     fn remove(&mut self, key: &ObjectRef<PodDigest>) {
-        let Some(place) = self.places.remove(key) else {
+        let Some((key, node)) = self.places.remove_entry(key) else {
             return;
         };
-        drop_from(&mut self.by_namespace, &place.namespace, key);
-        if let Some(node) = &place.node {
-            drop_from(&mut self.by_node, node, key);
+        drop_from(
+            &mut self.by_namespace,
+            key.namespace.as_deref().unwrap_or_default(),
+            &key,
+        );
+        if let Some(node) = &node {
+            drop_from(&mut self.by_node, node, &key);
         }
     }
 }
 
-fn drop_from(
-    map: &mut HashMap<String, HashSet<ObjectRef<PodDigest>>>,
-    at: &str,
-    key: &ObjectRef<PodDigest>,
-) {
+fn drop_from<K>(map: &mut HashMap<K, HashSet<Key>>, at: &str, key: &Key)
+where
+    K: std::borrow::Borrow<str> + std::hash::Hash + Eq,
+{
     if let Some(set) = map.get_mut(at) {
         set.remove(key);
         if set.is_empty() {
@@ -101,7 +122,7 @@ impl PodIndexer {
     pub fn apply(&mut self, event: &watcher::Event<PodDigest>) {
         match event {
             watcher::Event::Apply(pod) => self.index.write().insert(pod),
-            watcher::Event::Delete(pod) => self.index.write().remove(&ObjectRef::from_obj(pod)),
+            watcher::Event::Delete(pod) => self.index.write().remove(&object_ref(pod)),
             watcher::Event::Init => self.relisting = Some(Index::default()),
             watcher::Event::InitApply(pod) => self
                 .relisting
@@ -121,10 +142,7 @@ impl PodIndex {
         self.current.write().expect("pod index lock")
     }
 
-    fn refs(
-        &self,
-        pick: impl Fn(&Index) -> Option<&HashSet<ObjectRef<PodDigest>>>,
-    ) -> Vec<ObjectRef<PodDigest>> {
+    fn refs(&self, pick: impl Fn(&Index) -> Option<&HashSet<Key>>) -> Vec<Key> {
         let index = self.current.read().expect("pod index lock");
         pick(&index)
             .map(|s| s.iter().cloned().collect())
