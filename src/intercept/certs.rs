@@ -213,10 +213,7 @@ pub fn issue(
         params.distinguished_name.push(DnType::CommonName, first);
     }
     params.use_authority_key_identifier_extension = true;
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     (params.not_before, params.not_after) = validity(now, SERVING_VALIDITY)?;
     let key = KeyPair::generate().map_err(Error::Generate)?;

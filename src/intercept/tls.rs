@@ -36,6 +36,9 @@ use tracing::{debug, info, warn};
 use super::certs::{self, Bundle};
 use super::registration::{self, Registration};
 
+/// How often [`keep_current`] re-reads the Secret, in production: renewals happen a month
+/// before expiry, so minutes are plenty.
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(5 * 60);
 /// Longest a client may take to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest the server waits, on shutdown, for requests in flight.
@@ -259,43 +262,56 @@ pub async fn keep_current(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        match refresh(&client, &secret, registration.as_ref(), &resolver, &current).await {
-            Ok(bundle) => current = bundle,
-            Err(err) => warn!(
+        if let Err(err) = refresh(
+            &client,
+            &secret,
+            registration.as_ref(),
+            &resolver,
+            &mut current,
+        )
+        .await
+        {
+            warn!(
                 error = format!("{err:#}"),
                 "refreshing the webhook certificate"
-            ),
+            );
         }
     }
 }
 
 /// Re-reads the Secret (renewing the bundle when needed), applies the registration with its CA
-/// bundle (first: the API server must trust a new CA before it is served), then serves a
-/// changed certificate. Returns the bundle now served.
+/// bundle, then serves a changed certificate; `current` follows what is served.
+///
+/// The registration goes first: the API server must trust a new CA before a certificate signed
+/// by it is served. When the registration cannot be written, a certificate from a new CA is
+/// not served (the old one stays valid for weeks); one from the same CA is.
 pub async fn refresh(
     client: &Client,
     secret: &certs::CertSecret,
     registration: Option<&Registration>,
     resolver: &CertResolver,
-    current: &Bundle,
-) -> anyhow::Result<Bundle> {
+    current: &mut Bundle,
+) -> anyhow::Result<()> {
     let stored = certs::ensure(client, secret).await?;
-    if let Some(registration) = registration {
+    let ca_changed = stored.ca_bundle != current.ca_bundle;
+    let registered = match registration {
         // Every time, not only on a change: a deleted or edited registration comes back.
-        registration::apply(client, registration, &stored.ca_bundle)
+        Some(registration) => registration::apply(client, registration, &stored.ca_bundle)
             .await
-            .context("registering the eviction webhook")?;
+            .context("registering the eviction webhook"),
+        None => Ok(()),
+    };
+    if registered.is_err() && ca_changed {
+        return registered;
     }
     if stored.cert != current.cert || stored.key != current.key {
         resolver
             .install(&stored)
             .context("loading the renewed webhook certificate")?;
-        info!(
-            ca_changed = stored.ca_bundle != current.ca_bundle,
-            "serving the renewed webhook certificate"
-        );
+        info!(ca_changed, "serving the renewed webhook certificate");
     }
-    Ok(stored)
+    *current = stored;
+    registered
 }
 
 #[cfg(test)]
