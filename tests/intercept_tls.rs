@@ -324,3 +324,34 @@ async fn the_api_server_calls_the_webhook_over_tls_with_the_managed_ca_across_re
     })
     .await;
 }
+
+#[tokio::test]
+async fn replicas_starting_together_agree_on_one_certificate() {
+    with_namespace(|client, ns| async move {
+        let secret = CertSecret::for_service(&ns, certs::SECRET_NAME, "disruption-guard");
+        let replicas = (0..4).map(|_| {
+            let (client, secret) = (client.clone(), secret.clone());
+            tokio::spawn(async move { certs::ensure(&client, &secret).await.unwrap() })
+        });
+        let bundles: Vec<_> = futures::future::join_all(replicas)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert!(
+            bundles.iter().all(|b| *b == bundles[0]),
+            "every replica got the stored bundle"
+        );
+        let stored = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns)
+            .get(certs::SECRET_NAME)
+            .await
+            .unwrap();
+        assert_eq!(certs::from_secret(&stored).as_ref(), Some(&bundles[0]));
+        assert_eq!(stored.type_.as_deref(), Some("kubernetes.io/tls"));
+
+        // A later start reads it as it is: nothing is renewed.
+        let again = certs::ensure(&client, &secret).await.unwrap();
+        assert_eq!(again, bundles[0]);
+    })
+    .await;
+}
