@@ -8,6 +8,7 @@
 //! - [`window`]: the window controller — decides and applies protection for open windows.
 //! - [`drain`]: the drain watcher — rolls out lone-replica Deployments on draining nodes.
 //! - [`api`]: the HTTP API CI calls to open, renew and close windows.
+//! - [`intercept`]: the eviction webhook — its certificate, HTTPS server and registration.
 //! - [`operator`]: wiring — flags, the metrics registry, admin endpoints, start-up.
 //! - [`client`]: the CI client (`open`, `close`, `run`, …) over the API or the cluster.
 //! - [`cli`]: the command line (operator, CI client, `crd`, `openapi`).
@@ -16,6 +17,7 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod drain;
+pub mod intercept;
 pub mod k8s;
 pub mod operator;
 pub mod resources;

@@ -36,6 +36,10 @@ pub const ROLLED_OUT_FOR_NODE: &str = "disruption-guard.io/rolled-out-for-node";
 /// Pod-template annotation `kubectl rollout restart` sets; the drain watcher sets it the same way.
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
+/// Namespace label: `"false"` keeps the namespace's evictions away from the eviction webhook
+/// (its registration's `namespaceSelector`).
+pub const INTERCEPT_NAMESPACE_LABEL: &str = "disruption-guard.io/intercept";
+
 /// The field manager a window's own writes use, so that releasing one window never removes
 /// what another window (or a person) set.
 pub fn window_field_manager(window_uid: &str) -> String {

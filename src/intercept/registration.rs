@@ -1,0 +1,358 @@
+//! The registration of the eviction webhook: the `ValidatingWebhookConfiguration` that has the
+//! API server send every Eviction (`pods/eviction`, CREATE) to the operator.
+//!
+//! [`build`] makes the object from plain inputs (pure, tested); [`apply`] writes it with
+//! server-side apply under the operator's field manager; [`own_username`] asks the API server
+//! who the operator is (its own evictions are exempt); [`remove`] is for an uninstall step.
+//!
+//! What the object says, and why:
+//! - `failurePolicy: Ignore`: while the operator is down or unreachable, evictions go on as if
+//!   it were not installed (fail open). For the same reason the operator does not remove the
+//!   registration when it stops.
+//! - `matchPolicy: Equivalent`: clients evict through `policy/v1` and `policy/v1beta1`
+//!   (Cluster Autoscaler); both reach the `pods/eviction` subresource of core `v1` pods.
+//! - `namespaceSelector`: namespaces labelled `disruption-guard.io/intercept: "false"` opt out
+//!   (and, with `--namespaces`, only those namespaces are sent). An `objectSelector` would match
+//!   the Eviction's labels, not the pod's, so none is set.
+//! - `matchConditions`: the operator's own user is exempt.
+//! - `sideEffects: NoneOnDryRun`: the webhook records what it saw (metrics, Events), except for
+//!   dry runs.
+//! - `clientConfig`: the operator's Service in a cluster; outside one (`make run`), a loopback
+//!   URL, which reaches the operator when the API server runs on the same host (the test cluster).
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchCondition, RuleWithOperations, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+
+use crate::resources::names::{
+    FIELD_MANAGER, INTERCEPT_NAMESPACE_LABEL, MANAGED_BY_KEY, MANAGED_BY_VALUE,
+};
+
+/// Name of the `ValidatingWebhookConfiguration`.
+pub const NAME: &str = "disruption-guard";
+/// Name of the webhook in it; the API server's denials quote it
+/// (`admission webhook "evictions.disruption-guard.io" denied the request: …`).
+pub const WEBHOOK: &str = "evictions.disruption-guard.io";
+/// Path the API server posts `AdmissionReview`s to.
+pub const PATH: &str = "/evictions";
+/// Seconds the API server waits for an answer before it ignores the webhook.
+pub const DEFAULT_TIMEOUT_SECONDS: i32 = 5;
+
+/// Where the API server reaches the webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// In a cluster: the operator's Service (the certificate names `<name>.<namespace>.svc`).
+    Service {
+        namespace: String,
+        name: String,
+        port: u16,
+    },
+    /// Outside a cluster: `https://127.0.0.1:<port>/evictions`, for an API server on this host.
+    Loopback { port: u16 },
+}
+
+/// What the registration is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// Name of the `ValidatingWebhookConfiguration` ([`NAME`] in production).
+    pub name: String,
+    /// Where the API server reaches the webhook.
+    pub endpoint: Endpoint,
+    /// Seconds the API server waits for an answer (1–30).
+    pub timeout_seconds: i32,
+    /// The operator's own user name (see [`own_username`]): its evictions are not sent.
+    pub own_username: Option<String>,
+    /// Only evictions in these namespaces are sent (`--namespaces`); every namespace when empty.
+    pub namespaces: Vec<String>,
+}
+
+impl Registration {
+    /// The production registration for `endpoint`: named [`NAME`], the default timeout.
+    pub fn new(endpoint: Endpoint, own_username: Option<String>, namespaces: Vec<String>) -> Self {
+        Registration {
+            name: NAME.to_string(),
+            endpoint,
+            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
+            own_username,
+            namespaces,
+        }
+    }
+}
+
+/// Whether the process runs in a Kubernetes pod (the API server's Service is in its
+/// environment): the webhook is then reached through its Service, otherwise on loopback.
+pub fn in_cluster() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+}
+
+/// The `ValidatingWebhookConfiguration` for `registration`, trusting `ca_bundle` (PEM).
+pub fn build(registration: &Registration, ca_bundle: &str) -> ValidatingWebhookConfiguration {
+    let client_config = match &registration.endpoint {
+        Endpoint::Service {
+            namespace,
+            name,
+            port,
+        } => WebhookClientConfig {
+            service: Some(ServiceReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                path: Some(PATH.to_string()),
+                port: Some(i32::from(*port)),
+            }),
+            ..WebhookClientConfig::default()
+        },
+        Endpoint::Loopback { port } => WebhookClientConfig {
+            url: Some(format!("https://127.0.0.1:{port}{PATH}")),
+            ..WebhookClientConfig::default()
+        },
+    };
+    let mut namespace_selector = vec![LabelSelectorRequirement {
+        key: INTERCEPT_NAMESPACE_LABEL.to_string(),
+        operator: "NotIn".to_string(),
+        values: Some(vec!["false".to_string()]),
+    }];
+    if !registration.namespaces.is_empty() {
+        namespace_selector.push(LabelSelectorRequirement {
+            key: "kubernetes.io/metadata.name".to_string(),
+            operator: "In".to_string(),
+            values: Some(registration.namespaces.clone()),
+        });
+    }
+    let match_conditions = registration.own_username.as_ref().map(|user| {
+        vec![MatchCondition {
+            name: "not-the-operator".to_string(),
+            expression: format!("request.userInfo.username != {}", cel_string(user)),
+        }]
+    });
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(registration.name.clone()),
+            labels: Some(
+                [(MANAGED_BY_KEY.to_string(), MANAGED_BY_VALUE.to_string())]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        webhooks: Some(vec![ValidatingWebhook {
+            name: WEBHOOK.to_string(),
+            admission_review_versions: vec!["v1".to_string()],
+            client_config: WebhookClientConfig {
+                ca_bundle: Some(ByteString(ca_bundle.as_bytes().to_vec())),
+                ..client_config
+            },
+            rules: Some(vec![RuleWithOperations {
+                operations: Some(vec!["CREATE".to_string()]),
+                api_groups: Some(vec![String::new()]),
+                api_versions: Some(vec!["v1".to_string()]),
+                resources: Some(vec!["pods/eviction".to_string()]),
+                scope: Some("Namespaced".to_string()),
+            }]),
+            match_policy: Some("Equivalent".to_string()),
+            failure_policy: Some("Ignore".to_string()),
+            side_effects: "NoneOnDryRun".to_string(),
+            timeout_seconds: Some(registration.timeout_seconds),
+            namespace_selector: Some(LabelSelector {
+                match_expressions: Some(namespace_selector),
+                match_labels: None,
+            }),
+            object_selector: None,
+            match_conditions,
+        }]),
+    }
+}
+
+/// Writes the registration with server-side apply (field manager [`FIELD_MANAGER`], forced:
+/// the operator owns every field it sets). Every replica applies the same object.
+pub async fn apply(
+    client: &Client,
+    registration: &Registration,
+    ca_bundle: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    api.patch(
+        &registration.name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&build(registration, ca_bundle)),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes the registration `name` (absent is fine). For an uninstall step: the operator never
+/// removes it itself, since a registration without a running operator fails open.
+pub async fn remove(client: &Client, name: &str) -> Result<(), kube::Error> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The user name the API server knows the operator by (a SelfSubjectReview), e.g.
+/// `system:serviceaccount:disruption-guard:disruption-guard`.
+pub async fn own_username(client: &Client) -> Result<Option<String>, kube::Error> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await?;
+    Ok(review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username))
+}
+
+/// A CEL string literal: single-quoted, backslashes and quotes escaped.
+fn cel_string(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('\'', "\\'");
+    format!("'{escaped}'")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service() -> Registration {
+        Registration::new(
+            Endpoint::Service {
+                namespace: "guard".into(),
+                name: "disruption-guard".into(),
+                port: 8443,
+            },
+            Some("system:serviceaccount:guard:disruption-guard".into()),
+            Vec::new(),
+        )
+    }
+
+    const CA: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn in_a_cluster_the_webhook_is_reached_through_the_service() {
+        let config = serde_json::to_value(build(&service(), CA)).unwrap();
+        let webhook = &config["webhooks"][0];
+        assert_eq!(
+            webhook["clientConfig"]["service"],
+            serde_json::json!({
+                "namespace": "guard",
+                "name": "disruption-guard",
+                "path": "/evictions",
+                "port": 8443
+            })
+        );
+        assert!(webhook["clientConfig"].get("url").is_none());
+    }
+
+    #[test]
+    fn outside_a_cluster_the_webhook_is_reached_on_loopback() {
+        let registration = Registration {
+            endpoint: Endpoint::Loopback { port: 9443 },
+            ..service()
+        };
+        let config = serde_json::to_value(build(&registration, CA)).unwrap();
+        let client = &config["webhooks"][0]["clientConfig"];
+        assert_eq!(client["url"], "https://127.0.0.1:9443/evictions");
+        assert!(client.get("service").is_none());
+    }
+
+    #[test]
+    fn the_registration_sends_evictions_fails_open_and_trusts_the_ca() {
+        let config = serde_json::to_value(build(&service(), CA)).unwrap();
+        assert_eq!(config["apiVersion"], "admissionregistration.k8s.io/v1");
+        assert_eq!(config["kind"], "ValidatingWebhookConfiguration");
+        assert_eq!(config["metadata"]["name"], "disruption-guard");
+        assert_eq!(
+            config["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "disruption-guard"
+        );
+        let webhook = &config["webhooks"][0];
+        assert_eq!(webhook["name"], "evictions.disruption-guard.io");
+        assert_eq!(
+            webhook["rules"],
+            serde_json::json!([{
+                "operations": ["CREATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods/eviction"],
+                "scope": "Namespaced"
+            }])
+        );
+        assert_eq!(webhook["matchPolicy"], "Equivalent");
+        assert_eq!(webhook["failurePolicy"], "Ignore");
+        assert_eq!(webhook["sideEffects"], "NoneOnDryRun");
+        assert_eq!(webhook["timeoutSeconds"], 5);
+        assert_eq!(
+            webhook["admissionReviewVersions"],
+            serde_json::json!(["v1"])
+        );
+        assert!(webhook.get("objectSelector").is_none());
+        // ByteString serializes as base64; the API server decodes it back to the PEM.
+        let decoded = ByteString(CA.as_bytes().to_vec());
+        assert_eq!(
+            webhook["clientConfig"]["caBundle"],
+            serde_json::to_value(decoded).unwrap()
+        );
+    }
+
+    #[test]
+    fn namespaces_labelled_out_are_not_sent() {
+        let config = serde_json::to_value(build(&service(), CA)).unwrap();
+        assert_eq!(
+            config["webhooks"][0]["namespaceSelector"],
+            serde_json::json!({"matchExpressions": [{
+                "key": "disruption-guard.io/intercept",
+                "operator": "NotIn",
+                "values": ["false"]
+            }]})
+        );
+    }
+
+    #[test]
+    fn with_namespaces_only_those_are_sent() {
+        let registration = Registration {
+            namespaces: vec!["ci".into(), "tests".into()],
+            ..service()
+        };
+        let config = serde_json::to_value(build(&registration, CA)).unwrap();
+        let expressions = &config["webhooks"][0]["namespaceSelector"]["matchExpressions"];
+        assert_eq!(
+            expressions[1],
+            serde_json::json!({
+                "key": "kubernetes.io/metadata.name",
+                "operator": "In",
+                "values": ["ci", "tests"]
+            })
+        );
+    }
+
+    #[test]
+    fn the_operators_own_evictions_are_not_sent() {
+        let config = serde_json::to_value(build(&service(), CA)).unwrap();
+        assert_eq!(
+            config["webhooks"][0]["matchConditions"],
+            serde_json::json!([{
+                "name": "not-the-operator",
+                "expression":
+                    "request.userInfo.username != 'system:serviceaccount:guard:disruption-guard'"
+            }])
+        );
+        let unknown = Registration {
+            own_username: None,
+            ..service()
+        };
+        let config = serde_json::to_value(build(&unknown, CA)).unwrap();
+        assert!(config["webhooks"][0].get("matchConditions").is_none());
+    }
+
+    #[test]
+    fn user_names_are_quoted_for_cel() {
+        assert_eq!(cel_string("it's"), r"'it\'s'");
+        assert_eq!(cel_string(r"a\b"), r"'a\\b'");
+    }
+}

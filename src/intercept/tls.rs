@@ -1,0 +1,453 @@
+//! The eviction webhook's HTTPS server: a rustls configuration whose certificate can be swapped
+//! while it serves ([`CertResolver`]), the accept loop that serves an axum router over
+//! HTTP/1.1 and HTTP/2 ([`serve`]), and the task that keeps the certificate and the
+//! registration's CA bundle current ([`keep_current`]).
+//!
+//! When the certificate changes, open connections are closed gracefully (HTTP/2 GOAWAY,
+//! HTTP/1.1 `Connection: close` after the request in flight): clients reconnect and check the
+//! new certificate at once, not weeks later when the old one expires. A changed CA bundle is
+//! published in the registration before the new certificate is served, so the API server
+//! trusts it by then (it may briefly fail open in between, which the registration tolerates).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use kube::Client;
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+use tracing::{debug, info, warn};
+
+use super::certs::{self, Bundle};
+use super::registration::{self, Registration};
+
+/// How often [`keep_current`] re-reads the Secret, in production: renewals happen a month
+/// before expiry, so minutes are plenty.
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(5 * 60);
+/// Longest a client may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest the server waits, on shutdown, for requests in flight.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The serving certificate, swappable while the server runs.
+pub struct CertResolver {
+    current: watch::Sender<Arc<CertifiedKey>>,
+}
+
+impl std::fmt::Debug for CertResolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertResolver").finish_non_exhaustive()
+    }
+}
+
+impl CertResolver {
+    /// A resolver serving `bundle`'s certificate.
+    pub fn new(bundle: &Bundle) -> Result<Arc<Self>, rustls::Error> {
+        let (current, _) = watch::channel(Arc::new(certified_key(bundle)?));
+        Ok(Arc::new(CertResolver { current }))
+    }
+
+    /// Serves `bundle`'s certificate from now on; open connections close after the request
+    /// they are answering.
+    pub fn install(&self, bundle: &Bundle) -> Result<(), rustls::Error> {
+        self.current.send_replace(Arc::new(certified_key(bundle)?));
+        Ok(())
+    }
+
+    /// The certificate served now.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.current.borrow().clone()
+    }
+
+    fn changes(&self) -> watch::Receiver<Arc<CertifiedKey>> {
+        self.current.subscribe()
+    }
+}
+
+impl ResolvesServerCert for CertResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// The certificate chain and key of `bundle`, checked to match.
+pub fn certified_key(bundle: &Bundle) -> Result<CertifiedKey, rustls::Error> {
+    let chain = CertificateDer::pem_slice_iter(bundle.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| rustls::Error::General(format!("reading the serving certificate: {e}")))?;
+    if chain.is_empty() {
+        return Err(rustls::Error::General(
+            "the serving certificate is empty".into(),
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_slice(bundle.key.as_bytes())
+        .map_err(|e| rustls::Error::General(format!("reading the serving key: {e}")))?;
+    CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider())
+}
+
+/// TLS 1.2 and 1.3 with the `ring` provider, no client certificates, ALPN `h2` then
+/// `http/1.1`, the certificate from `resolver`.
+pub fn server_config(resolver: Arc<CertResolver>) -> Arc<ServerConfig> {
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("the ring provider supports the default protocol versions")
+            .with_no_client_auth()
+            .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+/// Serves `router` over HTTPS on `addr` until `shutdown`; see [`serve_on`].
+pub async fn serve(
+    addr: SocketAddr,
+    router: Router,
+    resolver: Arc<CertResolver>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the eviction webhook address {addr}"))?;
+    info!(addr = %listener.local_addr()?, "eviction webhook listening");
+    serve_on(listener, router, resolver, shutdown).await;
+    Ok(())
+}
+
+/// Serves `router` over HTTPS (HTTP/1.1 and HTTP/2) on `listener` until `shutdown`, then
+/// lets requests in flight finish (for up to 10 s). Handlers can read the client's address as
+/// `ConnectInfo<SocketAddr>`.
+pub async fn serve_on(
+    listener: TcpListener,
+    router: Router,
+    resolver: Arc<CertResolver>,
+    shutdown: CancellationToken,
+) {
+    let acceptor = TlsAcceptor::from(server_config(resolver.clone()));
+    let mut connections = JoinSet::new();
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    warn!(error = %err, "accepting a webhook connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        connections.spawn(connection(
+            acceptor.clone(),
+            tcp,
+            peer,
+            router.clone(),
+            resolver.changes(),
+            shutdown.clone(),
+        ));
+    }
+    drop(listener);
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            open = connections.len(),
+            "webhook connections still open after the drain timeout; closing them"
+        );
+        connections.abort_all();
+    }
+}
+
+/// One client connection: the TLS handshake, then HTTP until the client leaves, the
+/// certificate changes or the process stops (the last two close it after the request in
+/// flight).
+async fn connection(
+    acceptor: TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    mut changes: watch::Receiver<Arc<CertifiedKey>>,
+    shutdown: CancellationToken,
+) {
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
+            debug!(%peer, error = %err, "webhook TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, "webhook TLS handshake timed out");
+            return;
+        }
+    };
+    let service = router.map_request(move |mut request: axum::extract::Request<_>| {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        request
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new());
+    builder.http2().timer(TokioTimer::new());
+    let conn = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
+    let mut conn = std::pin::pin!(conn);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(err) = result {
+                    debug!(%peer, error = %err, "webhook connection ended with an error");
+                }
+                return;
+            }
+            _ = changes.changed(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            () = shutdown.cancelled(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Reads the Secret's bundle (creating or renewing it when needed), publishes its CA bundle in
+/// `registration` (when given) and returns it with a resolver serving it: what [`serve`] and
+/// [`keep_current`] start from.
+pub async fn load(
+    client: &Client,
+    secret: &certs::CertSecret,
+    registration: Option<&Registration>,
+) -> anyhow::Result<(Arc<CertResolver>, Bundle)> {
+    let bundle = certs::ensure(client, secret).await?;
+    if let Some(registration) = registration {
+        registration::apply(client, registration, &bundle.ca_bundle)
+            .await
+            .context("registering the eviction webhook")?;
+    }
+    let resolver = CertResolver::new(&bundle).context("loading the webhook certificate")?;
+    Ok((resolver, bundle))
+}
+
+/// Every `every` until `shutdown`: [`refresh`]. Errors are logged and retried at the next
+/// tick; the certificate served meanwhile stays valid for weeks.
+pub async fn keep_current(
+    client: Client,
+    secret: certs::CertSecret,
+    registration: Option<Registration>,
+    resolver: Arc<CertResolver>,
+    mut current: Bundle,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Err(err) = refresh(
+            &client,
+            &secret,
+            registration.as_ref(),
+            &resolver,
+            &mut current,
+        )
+        .await
+        {
+            warn!(
+                error = format!("{err:#}"),
+                "refreshing the webhook certificate"
+            );
+        }
+    }
+}
+
+/// Re-reads the Secret (renewing the bundle when needed), applies the registration with its CA
+/// bundle, then serves a changed certificate; `current` follows what is served.
+///
+/// The registration goes first: the API server must trust a new CA before a certificate signed
+/// by it is served. When the registration cannot be written, a certificate from a new CA is
+/// not served (the old one stays valid for weeks); one from the same CA is.
+pub async fn refresh(
+    client: &Client,
+    secret: &certs::CertSecret,
+    registration: Option<&Registration>,
+    resolver: &CertResolver,
+    current: &mut Bundle,
+) -> anyhow::Result<()> {
+    let stored = certs::ensure(client, secret).await?;
+    let ca_changed = stored.ca_bundle != current.ca_bundle;
+    let registered = match registration {
+        // Every time, not only on a change: a deleted or edited registration comes back.
+        Some(registration) => registration::apply(client, registration, &stored.ca_bundle)
+            .await
+            .context("registering the eviction webhook"),
+        None => Ok(()),
+    };
+    if registered.is_err() && ca_changed {
+        return registered;
+    }
+    if stored.cert != current.cert || stored.key != current.key {
+        resolver
+            .install(&stored)
+            .context("loading the renewed webhook certificate")?;
+        info!(ca_changed, "serving the renewed webhook certificate");
+    }
+    *current = stored;
+    registered
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::client::TlsStream;
+
+    use super::*;
+    use crate::intercept::certs::{Renewal, issue, sans};
+
+    fn bundle() -> Bundle {
+        issue(
+            None,
+            Renewal::All,
+            &sans("disruption-guard", "guard"),
+            jiff::Timestamp::now(),
+        )
+        .unwrap()
+    }
+
+    /// A server on a free loopback port answering `GET /` with `ok`.
+    async fn start(resolver: Arc<CertResolver>) -> (SocketAddr, CancellationToken) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = Router::new().route(
+            "/",
+            axum::routing::get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                format!("ok from {}", peer.ip())
+            }),
+        );
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serve_on(listener, router, resolver, shutdown.clone()));
+        (addr, shutdown)
+    }
+
+    /// A TLS connection to `addr` as `localhost`, trusting only the bundle's CAs.
+    async fn connect(addr: SocketAddr, ca_bundle: &str) -> TlsStream<tokio::net::TcpStream> {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(ca_bundle.as_bytes()) {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        TlsConnector::from(Arc::new(config))
+            .connect("localhost".try_into().unwrap(), tcp)
+            .await
+            .unwrap()
+    }
+
+    fn served_certificate(stream: &TlsStream<tokio::net::TcpStream>) -> CertificateDer<'static> {
+        stream.get_ref().1.peer_certificates().unwrap()[0]
+            .clone()
+            .into_owned()
+    }
+
+    fn der(pem: &str) -> CertificateDer<'static> {
+        CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_router_is_served_over_tls_with_the_managed_certificate() {
+        let bundle = bundle();
+        let (addr, shutdown) = start(CertResolver::new(&bundle).unwrap()).await;
+        let mut stream = connect(addr, &bundle.ca_bundle).await;
+        assert_eq!(served_certificate(&stream), der(&bundle.cert));
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok();
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        assert!(response.ends_with("ok from 127.0.0.1"), "{response}");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_new_certificate_is_served_without_a_restart_and_open_connections_close() {
+        let first = bundle();
+        let resolver = CertResolver::new(&first).unwrap();
+        let (addr, shutdown) = start(resolver.clone()).await;
+        let mut open = connect(addr, &first.ca_bundle).await;
+
+        let renewed = issue(
+            Some(&first),
+            Renewal::All,
+            &sans("disruption-guard", "guard"),
+            jiff::Timestamp::now(),
+        )
+        .unwrap();
+        resolver.install(&renewed).unwrap();
+
+        let fresh = connect(addr, &renewed.ca_bundle).await;
+        assert_eq!(served_certificate(&fresh), der(&renewed.cert));
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), open.read(&mut buf))
+            .await
+            .expect("the open connection to close");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn the_server_stops_on_shutdown() {
+        let bundle = bundle();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let shutdown = CancellationToken::new();
+        let server = tokio::spawn(serve_on(
+            listener,
+            Router::new(),
+            CertResolver::new(&bundle).unwrap(),
+            shutdown.clone(),
+        ));
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the server to stop")
+            .unwrap();
+    }
+
+    #[test]
+    fn a_key_that_does_not_match_its_certificate_is_refused() {
+        let bundle = bundle();
+        let other = self::bundle();
+        let mixed = Bundle {
+            key: other.key,
+            ..bundle
+        };
+        assert!(certified_key(&mixed).is_err());
+    }
+}
