@@ -16,6 +16,7 @@ pub mod caches;
 pub mod connection;
 pub mod events;
 pub mod leader;
+pub mod lookup;
 pub mod memory;
 pub mod pod_index;
 pub mod readiness;
