@@ -7,6 +7,8 @@
 //!   readiness, shutdown, identity.
 //! - [`window`]: the window controller — decides and applies protection for open windows.
 //! - [`drain`]: the drain watcher — rolls out lone-replica Deployments on draining nodes.
+//! - [`intercept`]: the eviction interception — a webhook that holds back evictions of lone
+//!   replicas on draining nodes while their Deployment rolls out.
 //! - [`api`]: the HTTP API CI calls to open, renew and close windows.
 //! - [`operator`]: wiring — flags, the metrics registry, admin endpoints, start-up.
 //! - [`client`]: the CI client (`open`, `close`, `run`, …) over the API or the cluster.
@@ -16,6 +18,7 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod drain;
+pub mod intercept;
 pub mod k8s;
 pub mod operator;
 pub mod resources;

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["resources", "telemetry"],
     &["k8s"],
     &["runtime"],
-    &["window", "drain", "api"],
+    &["window", "drain", "api", "intercept"],
     &["operator", "client"],
     &["cli"],
 ];
