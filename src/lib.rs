@@ -7,6 +7,8 @@
 //!   readiness, shutdown, identity.
 //! - [`window`]: the window controller — decides and applies protection for open windows.
 //! - [`drain`]: the drain watcher — rolls out lone-replica Deployments on draining nodes.
+//! - [`intercept`]: the eviction interception — a webhook that holds back evictions of lone
+//!   replicas on draining nodes while their Deployment rolls out.
 //! - [`api`]: the HTTP API CI calls to open, renew and close windows.
 //! - [`intercept`]: the eviction webhook — its certificate, HTTPS server and registration.
 //! - [`operator`]: wiring — flags, the metrics registry, admin endpoints, start-up.

@@ -10,44 +10,13 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::core::{Selector, SelectorExt};
 
-use super::ROLLED_OUT_FOR_NODE;
-use super::strategy::{self, Rollout};
-use crate::resources::names::ROLLOUT_ON_DRAIN;
+use crate::k8s::rollout;
+use crate::k8s::workload::{self, Chain, Surge};
 
-/// The node whose disruption is being handled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRef {
-    /// Node name.
-    pub name: String,
-    /// Node uid (a node re-created with the same name is another node).
-    pub uid: String,
-}
-
-impl NodeRef {
-    /// The value of the Deployment annotation recording a rollout for this node.
-    pub fn marker(&self) -> String {
-        format!("{}/{}", self.name, self.uid)
-    }
-}
-
-/// What owns the pod, as far as the stores know.
-#[derive(Debug, Clone, Copy)]
-pub enum Owner<'a> {
-    /// No controller: a bare pod.
-    None,
-    /// A ReplicaSet; its metadata and Deployment when known.
-    ReplicaSet {
-        /// The ReplicaSet's metadata, `None` when not (yet) in the store.
-        replica_set: Option<&'a ObjectMeta>,
-        /// The Deployment controlling the ReplicaSet, when there is one and it is known.
-        deployment: Option<&'a Deployment>,
-    },
-    /// Any other controller (StatefulSet, DaemonSet, Job, …).
-    Other(&'a OwnerReference),
-}
+pub use crate::k8s::rollout::{NodeRef, superseded};
+pub use crate::k8s::workload::{Owner, SkipReason, controller_of, owner};
 
 /// Everything [`decide`] looks at.
 #[derive(Debug, Clone, Copy)]
@@ -64,66 +33,6 @@ pub struct Facts<'a> {
     pub rolled_out_before: bool,
     /// `--max-replicas`.
     pub max_replicas: i32,
-}
-
-/// Why a rollout was not made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SkipReason {
-    Recreate,
-    MaxSurgeZero,
-    MaxUnavailableNonZero,
-    InvalidStrategy,
-    Paused,
-    RolloutInProgress,
-    StatefulSet,
-    BarePod,
-    BareReplicaSet,
-    OptedOut,
-    TooManyReplicas,
-}
-
-impl SkipReason {
-    /// Metric label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Recreate => "recreate",
-            Self::MaxSurgeZero => "max_surge_zero",
-            Self::MaxUnavailableNonZero => "max_unavailable_nonzero",
-            Self::InvalidStrategy => "invalid_strategy",
-            Self::Paused => "paused",
-            Self::RolloutInProgress => "rollout_in_progress",
-            Self::StatefulSet => "statefulset",
-            Self::BarePod => "bare_pod",
-            Self::BareReplicaSet => "bare_replicaset",
-            Self::OptedOut => "opted_out",
-            Self::TooManyReplicas => "too_many_replicas",
-        }
-    }
-
-    /// Whether the skip leaves a drain blocked that a person should look at (a Warning Event).
-    /// Opting out and Deployments above `--max-replicas` are choices, not problems.
-    pub fn warns(self) -> bool {
-        !matches!(self, Self::OptedOut | Self::TooManyReplicas)
-    }
-
-    /// A sentence for the Event.
-    pub fn explain(self) -> &'static str {
-        match self {
-            Self::Recreate => "the Recreate strategy removes the old pod before a new one starts",
-            Self::MaxSurgeZero => "maxSurge resolves to 0, so no new pod can start first",
-            Self::MaxUnavailableNonZero => {
-                "maxUnavailable resolves above 0, so the rollout may remove the pod first"
-            }
-            Self::InvalidStrategy => "the rolling update parameters cannot be resolved",
-            Self::Paused => "the Deployment is paused",
-            Self::RolloutInProgress => "a rollout is already in progress",
-            Self::StatefulSet => "StatefulSet pods keep their identity; a rollout cannot surge",
-            Self::BarePod => "the pod has no controller that could start a replacement",
-            Self::BareReplicaSet => "the ReplicaSet has no Deployment to roll out",
-            Self::OptedOut => "the Deployment opted out with disruption-guard.io/rollout-on-drain",
-            Self::TooManyReplicas => "the Deployment runs more replicas than --max-replicas",
-        }
-    }
 }
 
 /// A rollout to make.
@@ -171,65 +80,25 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
         return Decision::Ignore;
     };
     let pdb_name = pdb.metadata.name.clone().unwrap_or_default();
-    let deployment = match facts.owner {
-        Owner::None => return skip(SkipReason::BarePod, reference(&pod.metadata, "v1", "Pod")),
-        Owner::Other(owner) if owner.kind == "StatefulSet" => {
-            return skip(SkipReason::StatefulSet, owner_reference(pod, owner));
-        }
-        Owner::Other(_) => return Decision::Ignore,
-        Owner::ReplicaSet {
-            replica_set: None, ..
-        } => return Decision::Ignore,
-        Owner::ReplicaSet {
-            replica_set: Some(rs),
-            deployment: None,
-        } => {
-            let is_owned = controller_of(rs).is_some_and(|o| o.kind == "Deployment");
-            if is_owned {
-                // The Deployment is not in the store yet; the next pass sees it.
-                return Decision::Ignore;
-            }
-            return skip(
-                SkipReason::BareReplicaSet,
-                reference(rs, "apps/v1", "ReplicaSet"),
-            );
-        }
-        Owner::ReplicaSet {
-            replica_set: Some(rs),
-            deployment: Some(d),
-        } => (rs, d),
+    let (replica_set, deployment) = match workload::chain(pod, facts.owner) {
+        Chain::Deployment {
+            replica_set,
+            deployment,
+        } => (replica_set, deployment),
+        Chain::Skip { reason, subject } => return skip(reason, subject),
+        // Not a rollout's business, or the owner chain is not in the stores yet (the next
+        // pass sees it).
+        Chain::NotOurs | Chain::Unknown => return Decision::Ignore,
     };
-    let (replica_set, deployment) = deployment;
-    let subject = reference(&deployment.metadata, "apps/v1", "Deployment");
-    let annotations = deployment.metadata.annotations.as_ref();
-    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
-    if facts.rolled_out_before || annotation(ROLLED_OUT_FOR_NODE) == Some(&facts.node.marker()) {
+    let subject = workload::reference(&deployment.metadata, "apps/v1", "Deployment");
+    if facts.rolled_out_before || rollout::marked_for(deployment, facts.node) {
         return Decision::AlreadyRolledOut;
     }
-    if annotation(ROLLOUT_ON_DRAIN) == Some("false") {
-        return skip(SkipReason::OptedOut, subject);
-    }
-    let Some(spec) = deployment.spec.as_ref() else {
-        return Decision::Ignore;
+    let replicas = match workload::surge(deployment, facts.max_replicas) {
+        Surge::Saves { replicas } => replicas,
+        Surge::Cannot(reason) => return skip(reason, subject),
+        Surge::NoSpec => return Decision::Ignore,
     };
-    let replicas = spec.replicas.unwrap_or(1);
-    if replicas > facts.max_replicas {
-        return skip(SkipReason::TooManyReplicas, subject);
-    }
-    if spec.paused == Some(true) {
-        return skip(SkipReason::Paused, subject);
-    }
-    match strategy::resolve(spec.strategy.as_ref(), replicas) {
-        Err(_) => return skip(SkipReason::InvalidStrategy, subject),
-        Ok(Rollout::Recreate) => return skip(SkipReason::Recreate, subject),
-        Ok(Rollout::Rolling { max_surge: 0, .. }) => {
-            return skip(SkipReason::MaxSurgeZero, subject);
-        }
-        Ok(Rollout::Rolling {
-            max_unavailable, ..
-        }) if max_unavailable > 0 => return skip(SkipReason::MaxUnavailableNonZero, subject),
-        Ok(Rollout::Rolling { .. }) => {}
-    }
     if rollout_in_progress(deployment, replicas) {
         return skip(SkipReason::RolloutInProgress, subject);
     }
@@ -244,18 +113,18 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
     })
 }
 
-/// Whether a later rollout for another node superseded this process's own record of having
-/// rolled the Deployment out for `node`: the Deployment's marker names another node. Then
-/// the marker, not the record, says what was done (a node disrupted, released and disrupted
-/// again while the Deployment was rolled out for another node in between needs a new rollout,
-/// even when this process never saw the node released).
-pub fn superseded(deployment: &Deployment, node: &NodeRef) -> bool {
-    deployment
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ROLLED_OUT_FOR_NODE))
-        .is_some_and(|marker| *marker != node.marker())
+impl RolloutPlan {
+    /// The rollout itself, without the PDB that called for it.
+    pub fn target(&self) -> rollout::Target {
+        rollout::Target {
+            namespace: self.namespace.clone(),
+            deployment: self.deployment.clone(),
+            deployment_uid: self.deployment_uid.clone(),
+            replica_set: self.replica_set.clone(),
+            pod: self.pod.clone(),
+            node: self.node.clone(),
+        }
+    }
 }
 
 fn skip(reason: SkipReason, subject: ObjectReference) -> Decision {
@@ -302,53 +171,6 @@ fn rollout_in_progress(deployment: &Deployment, replicas: i32) -> bool {
     observed < deployment.metadata.generation.unwrap_or(0)
         || status.updated_replicas.unwrap_or(0) < replicas
         || status.replicas.unwrap_or(0) > replicas
-}
-
-/// The owner chain of `pod`, given the ReplicaSet and Deployment its controller references
-/// resolve to (looked up by the caller, from stores or fresh reads).
-pub fn owner<'a>(
-    pod: &'a Pod,
-    replica_set: Option<&'a ObjectMeta>,
-    deployment: Option<&'a Deployment>,
-) -> Owner<'a> {
-    match controller_of(&pod.metadata) {
-        None => Owner::None,
-        Some(o) if o.kind == "ReplicaSet" => Owner::ReplicaSet {
-            replica_set,
-            deployment,
-        },
-        Some(o) => Owner::Other(o),
-    }
-}
-
-/// The controller owner reference of an object.
-pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))
-}
-
-fn reference(meta: &ObjectMeta, api_version: &str, kind: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(api_version.into()),
-        kind: Some(kind.into()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        ..Default::default()
-    }
-}
-
-fn owner_reference(pod: &Pod, owner: &OwnerReference) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(owner.api_version.clone()),
-        kind: Some(owner.kind.clone()),
-        name: Some(owner.name.clone()),
-        namespace: pod.metadata.namespace.clone(),
-        uid: Some(owner.uid.clone()),
-        ..Default::default()
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Fixtures and cases for [`super::decide`]: owner chains, strategies, PDB states.
 
 use super::*;
+use crate::resources::names::ROLLED_OUT_FOR_NODE;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::{Value, json};
 
 fn node() -> NodeRef {

@@ -1,25 +1,24 @@
 //! The drain watcher: rolls out lone-replica Deployments whose pod sits on a node that is being
 //! drained, so the replacement starts elsewhere before the old pod goes.
 //!
-//! - [`strategy`]: a Deployment's rolling-update bounds as the controller resolves them (pure);
-//! - [`decide`]: roll out, skip (and why) or ignore, for one pod on one node (pure);
+//! - [`decide`]: roll out, skip (and why) or ignore, for one pod on one node (pure; what a
+//!   rollout can save is [`crate::k8s::workload`], shared with the eviction interception);
 //! - [`stores`]: the narrow watches and reflector stores the decisions read;
 //! - [`watcher`]: the loop from triggers to decisions;
-//! - [`act`]: the only writer — re-check with fresh reads, patch, Events;
+//! - [`act`]: the only writer — the shared rollout action ([`crate::runtime::rollout`]) with
+//!   this watcher's re-check, Events;
 //! - [`ledger`]: what was already done, per (Deployment, node).
 
 pub mod act;
 pub mod decide;
-mod error;
 pub mod ledger;
 mod metrics;
 pub mod stores;
-pub mod strategy;
 pub mod watcher;
 
 use crate::k8s::signals;
 pub use crate::k8s::signals::Signal;
-pub use error::Error;
+pub use crate::runtime::rollout::Error;
 pub use metrics::DrainMetrics;
 
 use clap::Args;

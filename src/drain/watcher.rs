@@ -13,12 +13,12 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{debug, info, warn};
 
 use super::act::Actor;
-use super::decide::{self, Decision, Facts, NodeRef, RolloutPlan, controller_of};
+use super::decide::{self, Decision, Facts, NodeRef, RolloutPlan};
 use super::ledger::Ledger;
 use super::stores::DrainStores;
 use super::{DrainArgs, DrainMetrics};
 use crate::k8s::signals::{self, Raised};
-use crate::runtime::{NodeTrigger, Runtime};
+use crate::runtime::{NodeTrigger, Runtime, lookup};
 
 /// The loop's state; owned by one task.
 pub struct Watcher {
@@ -206,23 +206,8 @@ impl Watcher {
 
     fn decide_from_stores(&self, node: &NodeRef, pod: &Pod) -> Decision {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let rs = controller_of(&pod.metadata)
-            .filter(|o| o.kind == "ReplicaSet")
-            .and_then(|o| {
-                let rs = self
-                    .stores
-                    .replica_sets
-                    .get(&ObjectRef::new(&o.name).within(&ns))?;
-                (rs.metadata.uid.as_deref() == Some(&o.uid)).then_some(rs)
-            });
-        let deployment = rs.as_ref().and_then(|rs| {
-            let o = controller_of(&rs.metadata).filter(|o| o.kind == "Deployment")?;
-            let d = self
-                .stores
-                .deployments
-                .get(&ObjectRef::new(&o.name).within(&ns))?;
-            (d.metadata.uid.as_deref() == Some(&o.uid)).then_some(d)
-        });
+        let (rs, deployment) =
+            lookup::owner_chain(&self.stores.replica_sets, &self.stores.deployments, pod);
         let pdbs: Vec<Arc<PodDisruptionBudget>> = self
             .stores
             .pdbs

@@ -11,7 +11,7 @@
 //!   registration when it stops.
 //! - `matchPolicy: Equivalent`: clients evict through `policy/v1` and `policy/v1beta1`
 //!   (Cluster Autoscaler); both reach the `pods/eviction` subresource of core `v1` pods.
-//! - `namespaceSelector`: namespaces labelled `disruption-guard.io/intercept: "false"` opt out
+//! - `namespaceSelector`: namespaces labelled `disruption-guard.io/intercept-evictions: "false"` opt out
 //!   (and, with `--namespaces`, only those namespaces are sent). An `objectSelector` would match
 //!   the Eviction's labels, not the pod's, so none is set.
 //! - `matchConditions`: the operator's own user is exempt.
@@ -31,7 +31,7 @@ use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 use crate::resources::names::{
-    FIELD_MANAGER, INTERCEPT_NAMESPACE_LABEL, MANAGED_BY_KEY, MANAGED_BY_VALUE,
+    FIELD_MANAGER, INTERCEPT_EVICTIONS, MANAGED_BY_KEY, MANAGED_BY_VALUE,
 };
 
 /// Name of the `ValidatingWebhookConfiguration`.
@@ -113,7 +113,7 @@ pub fn build(registration: &Registration, ca_bundle: &str) -> ValidatingWebhookC
         },
     };
     let mut namespace_selector = vec![LabelSelectorRequirement {
-        key: INTERCEPT_NAMESPACE_LABEL.to_string(),
+        key: INTERCEPT_EVICTIONS.to_string(),
         operator: "NotIn".to_string(),
         values: Some(vec!["false".to_string()]),
     }];
@@ -306,7 +306,7 @@ mod tests {
         assert_eq!(
             config["webhooks"][0]["namespaceSelector"],
             serde_json::json!({"matchExpressions": [{
-                "key": "disruption-guard.io/intercept",
+                "key": "disruption-guard.io/intercept-evictions",
                 "operator": "NotIn",
                 "values": ["false"]
             }]})

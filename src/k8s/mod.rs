@@ -1,10 +1,14 @@
 //! Pure Kubernetes helpers more than one part of the operator uses: reading the guard's
 //! entries in `metadata.managedFields` ([`fields`]), trimming cached objects to what the
-//! decisions read ([`trim`]), Go durations ([`duration`]) and whether a node is being
-//! disrupted ([`signals`]). No I/O; depends only on
-//! [`crate::resources`].
+//! decisions read ([`trim`]), Go durations ([`duration`]), whether a node is being
+//! disrupted ([`signals`]), how a Deployment rolls ([`strategy`]), what a rollout can save
+//! ([`workload`]) and the rollout the guard writes, as data ([`rollout`]). No I/O; depends only
+//! on [`crate::resources`].
 
 pub mod duration;
 pub mod fields;
+pub mod rollout;
 pub mod signals;
+pub mod strategy;
 pub mod trim;
+pub mod workload;

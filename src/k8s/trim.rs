@@ -8,10 +8,10 @@
 //!
 //! | object | kept besides metadata |
 //! |---|---|
-//! | Pod (a `PodDigest`) | `spec.nodeName`; `status.phase`, `status.startTime`, the `DisruptionTarget` condition, container restart counts |
+//! | Pod (a `PodDigest`) | `spec.nodeName`; `status.phase`, `status.startTime`, the `DisruptionTarget` condition, `Ready`'s status, container restart counts |
 //! | Node | `spec.taints`, `spec.unschedulable` (no status) |
 //! | ReplicaSet, StatefulSet | `spec.selector`, `spec.replicas` (no template, no status) |
-//! | Deployment | `spec.selector`, `replicas`, `strategy`, `paused`, the template's `restartedAt` annotation; `status.observedGeneration`, `replicas`, `updatedReplicas` |
+//! | Deployment | `spec.selector`, `replicas`, `strategy`, `paused`, `progressDeadlineSeconds`, the template's `restartedAt` annotation; `status.observedGeneration`, `replicas`, `updatedReplicas` |
 //! | PodDisruptionBudget | everything but other managers' managedFields entries |
 
 use k8s_openapi::api::apps::v1::{
@@ -67,8 +67,9 @@ pub fn stateful_set(sts: &mut StatefulSet) {
 
 /// Keeps what the window controller and the drain watcher read of a Deployment: its metadata
 /// (the guard's own managedFields entries only), the selector, replicas, strategy and pause
-/// (a rollout decision), the template's `restartedAt` annotation (a rollout the report tells
-/// from a disruption), and of the status only what says whether a rollout is under way.
+/// (a rollout decision), `progressDeadlineSeconds` (how long an intercepted eviction may wait
+/// for a rollout), the template's `restartedAt` annotation (a rollout the report tells from a
+/// disruption), and of the status only what says whether a rollout is under way.
 pub fn deployment(d: &mut Deployment) {
     keep_own_entries(&mut d.metadata);
     if let Some(status) = d.status.as_mut() {
@@ -91,6 +92,7 @@ pub fn deployment(d: &mut Deployment) {
             replicas: spec.replicas,
             strategy: spec.strategy.take(),
             paused: spec.paused,
+            progress_deadline_seconds: spec.progress_deadline_seconds,
             template: PodTemplateSpec {
                 metadata: restarted_at.map(|at| ObjectMeta {
                     annotations: Some(BTreeMap::from([(RESTARTED_AT.to_string(), at)])),
@@ -147,6 +149,7 @@ mod tests {
         let mut d: Deployment = serde_json::from_value(json!({
             "metadata": {"name": "api"},
             "spec": {"selector": {"matchLabels": {"app": "api"}}, "replicas": 1, "paused": true,
+                     "progressDeadlineSeconds": 120,
                      "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
                      "template": {"metadata": {"labels": {"app": "api"},
                                                "annotations": {RESTARTED_AT: "2026-01-01T00:00:00Z", "x": "y"}},
@@ -170,6 +173,7 @@ mod tests {
         assert_eq!(annotations[RESTARTED_AT], "2026-01-01T00:00:00Z");
         assert!(spec.template.spec.is_none());
         assert_eq!((spec.replicas, spec.paused), (Some(1), Some(true)));
+        assert_eq!(spec.progress_deadline_seconds, Some(120));
         assert!(spec.strategy.as_ref().unwrap().rolling_update.is_some());
         let status = d.status.as_ref().unwrap();
         assert_eq!(

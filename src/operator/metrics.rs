@@ -1,7 +1,8 @@
 //! Prometheus metrics of the operator, all prefixed `disruption_guard_`.
 //!
 //! Each component owns its metric families (`window::WindowMetrics`, `drain::DrainMetrics`,
-//! `api::ApiMetrics`) and registers them here. Label values come from fixed vocabularies
+//! `api::ApiMetrics`, `intercept::InterceptMetrics`) and registers them here. Label values come
+//! from fixed vocabularies
 //! (phases, reasons, error categories), never from object names, so cardinality stays bounded.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use prometheus_client::registry::Registry;
 
 use crate::api::ApiMetrics;
 use crate::drain::DrainMetrics;
+use crate::intercept::InterceptMetrics;
 use crate::window::WindowMetrics;
 
 /// The operator's metric registry and the handles of every component.
@@ -26,6 +28,8 @@ pub struct Metrics {
     pub drain: Arc<DrainMetrics>,
     /// HTTP API metrics.
     pub api: Arc<ApiMetrics>,
+    /// Eviction interception metrics.
+    pub intercept: Arc<InterceptMetrics>,
 }
 
 impl Default for Metrics {
@@ -48,12 +52,15 @@ impl Default for Metrics {
         drain.register(&mut registry);
         let api = ApiMetrics::default();
         api.register(&mut registry);
+        let intercept = InterceptMetrics::default();
+        intercept.register(&mut registry);
         Self {
             registry,
             leader,
             window: Arc::new(window),
             drain: Arc::new(drain),
             api: Arc::new(api),
+            intercept: Arc::new(intercept),
         }
     }
 }
@@ -88,6 +95,8 @@ mod tests {
             "disruption_guard_drain_rollouts_total{result=\"patch_failed\"} 0",
             "disruption_guard_drain_skips_total{reason=\"recreate\"} 0",
             "disruption_guard_drain_skips_total{reason=\"too_many_replicas\"} 0",
+            "disruption_guard_intercept_allowed_total{reason=\"timeout\"} 0",
+            "disruption_guard_intercept_timeouts_total 0",
         ] {
             assert!(
                 out.contains(&format!("{line}\n")),

@@ -1,7 +1,7 @@
 //! Wiring of `disruption-guard operator`, the top layer: the flags, the metrics registry, the
 //! admin endpoints, and start-up — one [`Runtime`] built, the window controller, the drain
-//! watcher and the HTTP API each started from it with their own flags and metrics, one
-//! shutdown signal for all.
+//! watcher, the HTTP API and the eviction interception each started from it with their own
+//! flags and metrics, one shutdown signal for all.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -81,6 +81,9 @@ pub struct OperatorArgs {
 
     #[command(flatten)]
     pub drain: crate::drain::DrainArgs,
+
+    #[command(flatten)]
+    pub intercept: crate::intercept::InterceptArgs,
 }
 
 /// Runs the operator until SIGINT or SIGTERM.
@@ -163,9 +166,25 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             runtime.clone(),
             args.drain.clone(),
             metrics.drain.clone(),
-            caches,
+            caches.clone(),
             drain_tx,
             drain_rx
+        ),
+        // The interception shares --drain-signals and --max-replicas with the drain watcher.
+        crate::intercept::run(
+            runtime.clone(),
+            args.intercept.clone(),
+            crate::intercept::DrainLimits {
+                signals: args.drain.signals.clone(),
+                max_replicas: args.drain.max_replicas,
+            },
+            metrics.intercept.clone(),
+            caches,
+            |router| crate::intercept::serve::serve(
+                runtime.clone(),
+                args.intercept.clone(),
+                router
+            ),
         ),
     )?;
     info!("operator stopped");

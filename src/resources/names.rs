@@ -33,12 +33,11 @@ pub const ROLLOUT_ON_DRAIN: &str = "disruption-guard.io/rollout-on-drain";
 /// Deployment annotation recording the node (`<name>/<uid>`) a drain-watcher rollout was made
 /// for, so a restarted operator does not roll the same Deployment out again for the same node.
 pub const ROLLED_OUT_FOR_NODE: &str = "disruption-guard.io/rolled-out-for-node";
+/// Namespace label, or pod annotation: `"false"` lets evictions of its pods through the
+/// eviction interception untouched (the webhook's namespaceSelector leaves such namespaces out).
+pub const INTERCEPT_EVICTIONS: &str = "disruption-guard.io/intercept-evictions";
 /// Pod-template annotation `kubectl rollout restart` sets; the drain watcher sets it the same way.
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
-
-/// Namespace label: `"false"` keeps the namespace's evictions away from the eviction webhook
-/// (its registration's `namespaceSelector`).
-pub const INTERCEPT_NAMESPACE_LABEL: &str = "disruption-guard.io/intercept";
 
 /// The field manager a window's own writes use, so that releasing one window never removes
 /// what another window (or a person) set.

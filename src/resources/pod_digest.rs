@@ -18,6 +18,8 @@ use serde::Deserialize;
 
 /// Pod condition the window report reads (set when an eviction or preemption targets a pod).
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// Pod condition the eviction interception reads (only its type and status are kept).
+pub const READY: &str = "Ready";
 
 /// The fields of a Pod the window controller and the drain watcher read.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -46,7 +48,8 @@ pub struct DigestSpec {
 pub struct DigestStatus {
     pub phase: Option<String>,
     pub start_time: Option<Time>,
-    /// Only `DisruptionTarget` is kept once [`PodDigest::trim`] ran.
+    /// Only `DisruptionTarget`, and `Ready`'s type and status, are kept once
+    /// [`PodDigest::trim`] ran.
     pub conditions: Option<Vec<PodCondition>>,
     pub container_statuses: Option<Vec<RestartCount>>,
 }
@@ -85,11 +88,19 @@ impl Resource for PodDigest {
 }
 
 impl PodDigest {
-    /// Drops the conditions nothing reads (other managers' managedFields entries are never
-    /// read in the first place: see [`digest_meta`](super::digest_meta)).
+    /// Drops the conditions nothing reads, and all of `Ready` but its status (other managers'
+    /// managedFields entries are never read in the first place: see
+    /// [`digest_meta`](super::digest_meta)).
     pub fn trim(&mut self) {
         if let Some(conditions) = self.status.conditions.as_mut() {
-            conditions.retain(|c| c.type_ == DISRUPTION_TARGET);
+            conditions.retain(|c| c.type_ == DISRUPTION_TARGET || c.type_ == READY);
+            for c in conditions.iter_mut().filter(|c| c.type_ == READY) {
+                *c = PodCondition {
+                    type_: READY.into(),
+                    status: std::mem::take(&mut c.status),
+                    ..PodCondition::default()
+                };
+            }
             if conditions.is_empty() {
                 self.status.conditions = None;
             }
@@ -158,7 +169,8 @@ mod tests {
                 "startTime": "2026-01-01T00:00:00Z",
                 "podIP": "10.0.0.1",
                 "conditions": [
-                    {"type": "Ready", "status": "True"},
+                    {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:05Z"},
+                    {"type": "ContainersReady", "status": "True"},
                     {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
                 ],
                 "containerStatuses": [{"name": "app", "image": "registry.invalid/app:1", "imageID": "x",
@@ -194,8 +206,10 @@ mod tests {
         assert!(status.start_time.is_some());
         assert!(status.pod_ip.is_none());
         let conditions = status.conditions.as_ref().unwrap();
-        assert_eq!(conditions.len(), 1);
-        assert_eq!(conditions[0].type_, DISRUPTION_TARGET);
+        let types: Vec<_> = conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, [READY, DISRUPTION_TARGET]);
+        assert_eq!(conditions[0].status, "True");
+        assert!(conditions[0].last_transition_time.is_none());
         assert_eq!(
             status.container_statuses.as_ref().unwrap()[0].restart_count,
             2

@@ -1,9 +1,9 @@
 //! The runtime every component runs on: the client to the API server, the shared caches,
-//! leader status, readiness, shutdown, and the identity the operator writes Events and holds
-//! the Lease under.
+//! leader status, readiness, shutdown, the identity the operator writes Events and holds
+//! the Lease under, and the one rollout write the components share ([`rollout`]).
 //!
 //! Layering: the runtime depends only on [`crate::resources`] and [`crate::k8s`]; the components
-//! (`window`, `drain`, `api`) depend on it; `operator` wires them together. Nothing here
+//! (`window`, `drain`, `api`, `intercept`) depend on it; `operator` wires them together. Nothing here
 //! imports a component or the wiring.
 
 use std::sync::Arc;
@@ -14,10 +14,13 @@ use tokio_util::sync::CancellationToken;
 
 pub mod caches;
 pub mod connection;
+pub mod events;
 pub mod leader;
+pub mod lookup;
 pub mod memory;
 pub mod pod_index;
 pub mod readiness;
+pub mod rollout;
 pub mod shutdown;
 
 pub use caches::{Caches, NodeTrigger};
@@ -62,7 +65,7 @@ impl Runtime {
 
     /// Whether the operator acts in `namespace` (the `--namespaces` scope).
     pub fn in_scope(&self, namespace: &str) -> bool {
-        self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)
+        in_scope(&self.namespaces, namespace)
     }
 
     /// Who the operator's Events name as their reporter.
@@ -72,6 +75,11 @@ impl Runtime {
             instance: Some(self.identity.to_string()),
         }
     }
+}
+
+/// Whether `namespaces` (`--namespaces`; every namespace when empty) admits `namespace`.
+pub fn in_scope(namespaces: &[String], namespace: &str) -> bool {
+    namespaces.is_empty() || namespaces.iter().any(|n| n == namespace)
 }
 
 /// The identity of a replica not told its name (`--leader-election-identity`, the pod name in

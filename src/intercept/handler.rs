@@ -1,0 +1,257 @@
+//! `POST /evictions`: the webhook's one route. Each review is answered from the caches alone —
+//! the answer never waits on the API server — and the rollout a first deny calls for is started
+//! beside the answer ([`Actions::start_rollout`] spawns it), never inside it.
+//!
+//! HA: any replica may answer, and each remembers its own denies ([`Denials`]). The rollout is
+//! still made once per (Deployment, node) whichever replica answered, without the leader Lease:
+//! the shared rollout action writes the rolled-out-for-node record with the rollout, guarded by
+//! the resourceVersion it checked, so a second writer gets a conflict, reads again and finds
+//! the record. Leader-only writes would tie every intercepted eviction to one replica (a deny
+//! answered elsewhere would start nothing until a retry happened to reach the leader, and
+//! nothing at all during a Lease hand-over) for no gain in safety. The record's `restartedAt`
+//! also dates the deny for every replica, so the timeout holds whichever replica answers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::core::admission::AdmissionReview;
+use kube::core::{DynamicObject, PartialObjectMeta};
+use kube::runtime::reflector::{ObjectRef, Store};
+use tracing::{debug, info, warn};
+
+use super::InterceptMetrics;
+use super::decide::{self, Eviction, Facts, Hold, Verdict};
+use super::denials::{Denials, Key};
+use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, TIMEOUT};
+use super::review::{self, Parsed};
+use crate::k8s::signals::Signal;
+use crate::k8s::workload;
+use crate::resources::PodDigest;
+use crate::resources::names::INTERCEPT_EVICTIONS;
+use crate::runtime::{in_scope, lookup};
+
+/// The route the webhook registration points at.
+pub const PATH: &str = "/evictions";
+
+/// What a deny or a timeout sets going, beside the answer.
+pub trait Actions: Send + Sync {
+    /// Starts the rollout that moves the held pod (spawned; returns at once).
+    fn start_rollout(&self, hold: &Hold, key: Key);
+    /// Reports an eviction let through after the timeout (spawned; returns at once).
+    fn report_timeout(&self, hold: &Hold, since: Timestamp);
+}
+
+/// The caches the answers read.
+#[derive(Clone)]
+pub struct Stores {
+    pub pods: Store<PodDigest>,
+    pub nodes: Store<Node>,
+    pub replica_sets: Store<ReplicaSet>,
+    pub deployments: Store<Deployment>,
+    /// Namespace labels, for the opt-out.
+    pub namespaces: Store<PartialObjectMeta<Namespace>>,
+}
+
+/// The flags the answers depend on.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--drain-signals`.
+    pub signals: Vec<Signal>,
+    /// `--max-replicas`.
+    pub max_replicas: i32,
+    /// `--intercept-timeout`.
+    pub timeout: Option<Duration>,
+    /// `--namespaces`.
+    pub namespaces: Arc<[String]>,
+}
+
+/// What the handler shares; cheap to clone.
+#[derive(Clone)]
+pub struct InterceptState {
+    pub stores: Stores,
+    pub settings: Arc<Settings>,
+    pub denials: Arc<Denials>,
+    pub metrics: Arc<InterceptMetrics>,
+    pub actions: Arc<dyn Actions>,
+    /// True once every cache holds its first list; until then every eviction is allowed.
+    pub synced: Arc<AtomicBool>,
+}
+
+/// The webhook's routes.
+pub fn router(state: InterceptState) -> Router {
+    Router::new()
+        .route(PATH, post(review_eviction))
+        .with_state(state)
+}
+
+async fn review_eviction(
+    State(state): State<InterceptState>,
+    body: Bytes,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let started = Instant::now();
+    let answer = state.answer(&body, Timestamp::now());
+    state
+        .metrics
+        .answer
+        .observe(started.elapsed().as_secs_f64());
+    Json(answer)
+}
+
+impl InterceptState {
+    /// The answer to one review body.
+    pub fn answer(&self, body: &[u8], now: Timestamp) -> AdmissionReview<DynamicObject> {
+        let metrics = &self.metrics;
+        metrics.reviews.inc();
+        let (request, eviction) = match review::parse(body) {
+            Ok(Parsed::Eviction { request, eviction }) => (request, eviction),
+            Ok(Parsed::Other(request)) => {
+                warn!(kind = ?request.kind, "allowing a review that is not of an eviction");
+                metrics.allow(MALFORMED);
+                return review::allow(&request);
+            }
+            Err(malformed) => {
+                warn!(uid = %malformed.uid, "allowing an unreadable review");
+                metrics.allow(MALFORMED);
+                return review::allow_unreadable(&malformed);
+            }
+        };
+        if !self.synced.load(Ordering::Acquire) {
+            metrics.allow(NOT_SYNCED);
+            return review::allow(&request);
+        }
+        if !in_scope(&self.settings.namespaces, &eviction.namespace) {
+            metrics.allow(OUT_OF_SCOPE);
+            return review::allow(&request);
+        }
+        let (ns, pod) = (&eviction.namespace, &eviction.name);
+        match self.decide(&eviction, now) {
+            Verdict::Allow(reason) => {
+                debug!(namespace = %ns, pod = %pod, reason = reason.as_str(), "eviction allowed");
+                metrics.allow(reason.as_str());
+                review::allow(&request)
+            }
+            Verdict::Deny {
+                start_rollout,
+                hold,
+            } => {
+                let key = key(&hold);
+                if self.denials.deny(&key, now, start_rollout) {
+                    info!(
+                        namespace = %ns, pod = %pod, deployment = %hold.target.deployment,
+                        node = %hold.target.node.name, signal = %hold.raised.signal,
+                        "eviction held; rolling the Deployment out"
+                    );
+                    self.actions.start_rollout(&hold, key);
+                }
+                metrics.denied.inc();
+                review::deny(&request, message(&hold))
+            }
+            Verdict::AllowAfterTimeout { hold, since } => {
+                metrics.allow(TIMEOUT);
+                if self.denials.timed_out(&key(&hold), since) {
+                    warn!(
+                        namespace = %ns, pod = %pod, deployment = %hold.target.deployment,
+                        node = %hold.target.node.name, %since, timeout = ?hold.timeout,
+                        "eviction allowed after the timeout"
+                    );
+                    metrics.timeouts.inc();
+                    self.actions.report_timeout(&hold, since);
+                }
+                review::allow(&request)
+            }
+        }
+    }
+
+    /// Gathers the facts from the caches and decides.
+    fn decide(&self, eviction: &Eviction, now: Timestamp) -> Verdict {
+        let stores = &self.stores;
+        let pod = stores
+            .pods
+            .get(&ObjectRef::new(&eviction.name).within(&eviction.namespace))
+            .map(|p| p.to_pod());
+        let node = pod
+            .as_ref()
+            .and_then(|p| p.spec.as_ref()?.node_name.as_deref())
+            .and_then(|n| stores.nodes.get(&ObjectRef::new(n)));
+        let (rs, deployment) = match &pod {
+            Some(p) => lookup::owner_chain(&stores.replica_sets, &stores.deployments, p),
+            None => (None, None),
+        };
+        let namespace_opted_out = stores
+            .namespaces
+            .get(&ObjectRef::new(&eviction.namespace))
+            .and_then(|ns| {
+                ns.metadata
+                    .labels
+                    .as_ref()?
+                    .get(INTERCEPT_EVICTIONS)
+                    .cloned()
+            })
+            .is_some_and(|v| v == "false");
+        let memory = match (&deployment, &node) {
+            (Some(d), Some(n)) => {
+                let key = (
+                    d.metadata.uid.clone().unwrap_or_default(),
+                    n.metadata.uid.clone().unwrap_or_default(),
+                );
+                self.denials.recall(&key)
+            }
+            _ => Default::default(),
+        };
+        let owner = match &pod {
+            Some(p) => workload::owner(p, rs.as_ref().map(|r| &r.metadata), deployment.as_deref()),
+            None => workload::Owner::None,
+        };
+        let settings = &self.settings;
+        decide::decide(&Facts {
+            eviction,
+            pod: pod.as_ref(),
+            node: node.as_deref(),
+            owner,
+            namespace_opted_out,
+            signals: &settings.signals,
+            max_replicas: settings.max_replicas,
+            now,
+            first_denied: memory.first_denied,
+            rollout_started: memory.rollout_started,
+            timeout: settings.timeout,
+        })
+    }
+}
+
+/// The denial key of a hold: (Deployment uid, node uid).
+pub fn key(hold: &Hold) -> Key {
+    (
+        hold.target.deployment_uid.clone(),
+        hold.target.node.uid.clone(),
+    )
+}
+
+/// The deny message: why, what happens now, and how long at most.
+fn message(hold: &Hold) -> String {
+    let t = &hold.target;
+    format!(
+        "pod {}/{} is the lone replica of Deployment {} and node {} is being disrupted ({}): \
+         disruption-guard rolls the Deployment out so that a new pod starts on another node \
+         first, then the old pod goes by itself; retry the eviction (it is allowed after {}s at \
+         the latest)",
+        t.namespace,
+        t.pod,
+        t.deployment,
+        t.node.name,
+        hold.raised.signal,
+        hold.timeout.as_secs()
+    )
+}
+
+#[cfg(test)]
+#[path = "handler_tests.rs"]
+mod tests;

@@ -1,0 +1,292 @@
+//! `POST /evictions` end to end through the router (tower `oneshot`), with real AdmissionReview
+//! bodies, caches filled from fixtures and a recording stand-in for the rollout.
+
+use super::*;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use kube::runtime::{reflector, watcher};
+use serde_json::{Value, json};
+use std::sync::Mutex;
+use tower::ServiceExt;
+
+/// Records what a deny or a timeout would set going.
+#[derive(Default)]
+struct Recorded {
+    rollouts: Mutex<Vec<Key>>,
+    timeouts: Mutex<Vec<String>>,
+}
+
+impl Actions for Recorded {
+    fn start_rollout(&self, _hold: &Hold, key: Key) {
+        self.rollouts.lock().unwrap().push(key);
+    }
+    fn report_timeout(&self, hold: &Hold, _since: Timestamp) {
+        self.timeouts.lock().unwrap().push(hold.target.pod.clone());
+    }
+}
+
+fn store<K>(objects: Vec<Value>) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + 'static,
+{
+    let (store, mut writer) = reflector::store();
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(o).unwrap()));
+    }
+    store
+}
+
+fn pod(name: &str, uid: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": uid,
+            "creationTimestamp": "2026-03-01T10:00:00Z",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs",
+                "uid": "rs-uid", "controller": true}]},
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    })
+}
+
+struct Fixture {
+    state: InterceptState,
+    actions: Arc<Recorded>,
+}
+
+fn fixture(strategy: Value, opted_out_namespace: bool) -> Fixture {
+    let mut lone = pod("web-abc", "pod-uid");
+    lone["metadata"]["annotations"] = json!({});
+    let pods = store::<PodDigest>(vec![lone, {
+        let mut p = pod("opted-out", "other-uid");
+        p["metadata"]["annotations"] = json!({INTERCEPT_EVICTIONS: "false"});
+        p
+    }]);
+    let nodes = store::<Node>(vec![json!({"metadata": {"name": "n1", "uid": "node-uid"},
+        "spec": {"unschedulable": true}})]);
+    let replica_sets = store::<ReplicaSet>(vec![json!({"metadata": {"name": "web-rs",
+        "namespace": "ns", "uid": "rs-uid",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+            "uid": "deploy-uid", "controller": true}]}})]);
+    let deployments = store::<Deployment>(vec![json!({"metadata": {"name": "web",
+        "namespace": "ns", "uid": "deploy-uid"},
+        "spec": {"replicas": 1, "selector": {}, "template": {}, "strategy": strategy}})]);
+    let label = if opted_out_namespace { "false" } else { "true" };
+    let namespaces = store::<PartialObjectMeta<Namespace>>(vec![json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "ns", "labels": {INTERCEPT_EVICTIONS: label}}})]);
+    let actions = Arc::new(Recorded::default());
+    let state = InterceptState {
+        stores: Stores {
+            pods,
+            nodes,
+            replica_sets,
+            deployments,
+            namespaces,
+        },
+        settings: Arc::new(Settings {
+            signals: crate::k8s::signals::DEFAULT_SIGNALS
+                .split(',')
+                .map(|s| s.parse().unwrap())
+                .collect(),
+            max_replicas: 1,
+            timeout: Some(Duration::from_secs(60)),
+            namespaces: Arc::from(Vec::new()),
+        }),
+        denials: Arc::default(),
+        metrics: Arc::default(),
+        actions: actions.clone(),
+        synced: Arc::new(AtomicBool::new(true)),
+    };
+    Fixture { state, actions }
+}
+
+fn rolling() -> Value {
+    json!({"type": "RollingUpdate"})
+}
+
+/// An AdmissionReview of an Eviction of `name`, as the API server sends it.
+fn body(version: &str, name: &str, delete_options: Value, dry_run: bool) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "policy", "version": version, "kind": "Eviction"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "eviction",
+            "requestKind": {"group": "policy", "version": version, "kind": "Eviction"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestSubResource": "eviction",
+            "name": name, "namespace": "ns", "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:karpenter:karpenter",
+                "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "object": {"apiVersion": format!("policy/{version}"), "kind": "Eviction",
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": null},
+                "deleteOptions": delete_options},
+            "oldObject": null,
+            "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    }))
+    .unwrap()
+}
+
+async fn post(state: &InterceptState, body: Vec<u8>) -> Value {
+    let request = Request::post(PATH)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let response = router(state.clone()).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let review: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(review["kind"], "AdmissionReview");
+    review["response"].clone()
+}
+
+fn metrics(state: &InterceptState) -> String {
+    let mut registry = prometheus_client::registry::Registry::with_prefix("disruption_guard");
+    state.metrics.register(&mut registry);
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+    out
+}
+
+#[tokio::test]
+async fn a_v1_eviction_of_the_lone_replica_is_denied_with_429_and_rolls_out_once() {
+    let f = fixture(rolling(), false);
+    let options = json!({"preconditions": {"uid": "pod-uid"}});
+    let response = post(&f.state, body("v1", "web-abc", options.clone(), false)).await;
+    assert_eq!(response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 429);
+    assert_eq!(response["status"]["reason"], "TooManyRequests");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.contains("Deployment web"), "{message}");
+    assert!(response["status"].get("details").is_none());
+    let again = post(&f.state, body("v1", "web-abc", options, false)).await;
+    assert_eq!(again["allowed"], false);
+    let rollouts = f.actions.rollouts.lock().unwrap().clone();
+    assert_eq!(rollouts, [("deploy-uid".into(), "node-uid".into())]);
+    let out = metrics(&f.state);
+    assert!(
+        out.contains("disruption_guard_intercept_denied_total 2\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("disruption_guard_intercept_reviews_total 2\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("disruption_guard_intercept_answer_seconds_count 2\n"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_v1beta1_eviction_is_held_the_same_way() {
+    let f = fixture(rolling(), false);
+    let response = post(&f.state, body("v1beta1", "web-abc", Value::Null, false)).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 429);
+    assert_eq!(f.actions.rollouts.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_dry_run_is_allowed_and_starts_no_rollout() {
+    let f = fixture(rolling(), false);
+    let response = post(&f.state, body("v1", "web-abc", json!({}), true)).await;
+    assert_eq!(response["allowed"], true);
+    let response = post(
+        &f.state,
+        body("v1", "web-abc", json!({"dryRun": ["All"]}), false),
+    )
+    .await;
+    assert_eq!(response["allowed"], true);
+    assert!(f.actions.rollouts.lock().unwrap().is_empty());
+    assert!(metrics(&f.state).contains("intercept_allowed_total{reason=\"dry_run\"} 2\n"));
+}
+
+#[tokio::test]
+async fn a_malformed_body_is_allowed_and_counted() {
+    let f = fixture(rolling(), false);
+    for bad in [
+        b"not json".to_vec(),
+        br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u-1", "name": 7}}"#
+            .to_vec(),
+    ] {
+        let response = post(&f.state, bad).await;
+        assert_eq!(response["allowed"], true);
+    }
+    let out = metrics(&f.state);
+    assert!(
+        out.contains("intercept_allowed_total{reason=\"malformed\"} 2\n"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn gone_mismatched_and_opted_out_pods_are_allowed_without_a_rollout() {
+    let f = fixture(rolling(), false);
+    let gone = post(&f.state, body("v1", "nobody", json!({}), false)).await;
+    let other_uid = json!({"preconditions": {"uid": "old-uid"}});
+    let mismatch = post(&f.state, body("v1", "web-abc", other_uid, false)).await;
+    let opted_out = post(&f.state, body("v1", "opted-out", json!({}), false)).await;
+    for response in [gone, mismatch, opted_out] {
+        assert_eq!(response["allowed"], true);
+    }
+    assert!(f.actions.rollouts.lock().unwrap().is_empty());
+    let out = metrics(&f.state);
+    for reason in ["pod_gone", "uid_mismatch", "pod_opted_out"] {
+        assert!(
+            out.contains(&format!(
+                "intercept_allowed_total{{reason=\"{reason}\"}} 1\n"
+            )),
+            "{reason} in {out}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_opted_out_namespace_and_a_recreate_deployment_are_allowed() {
+    let f = fixture(rolling(), true);
+    let response = post(&f.state, body("v1", "web-abc", json!({}), false)).await;
+    assert_eq!(response["allowed"], true);
+    let f = fixture(json!({"type": "Recreate"}), false);
+    let response = post(&f.state, body("v1", "web-abc", json!({}), false)).await;
+    assert_eq!(response["allowed"], true);
+    assert!(metrics(&f.state).contains("intercept_allowed_total{reason=\"recreate\"} 1\n"));
+}
+
+#[tokio::test]
+async fn before_the_caches_synced_every_eviction_is_allowed() {
+    let f = fixture(rolling(), false);
+    f.state.synced.store(false, Ordering::Release);
+    let response = post(&f.state, body("v1", "web-abc", json!({}), false)).await;
+    assert_eq!(response["allowed"], true);
+    assert!(metrics(&f.state).contains("intercept_allowed_total{reason=\"not_synced\"} 1\n"));
+}
+
+#[tokio::test]
+async fn past_the_timeout_the_eviction_is_allowed_and_reported_once() {
+    let f = fixture(rolling(), false);
+    let key = ("deploy-uid".to_string(), "node-uid".to_string());
+    let long_ago = Timestamp::now() - jiff::SignedDuration::from_secs(61);
+    f.state.denials.deny(&key, long_ago, true);
+    for _ in 0..2 {
+        let response = post(&f.state, body("v1", "web-abc", json!({}), false)).await;
+        assert_eq!(response["allowed"], true);
+    }
+    assert_eq!(*f.actions.timeouts.lock().unwrap(), ["web-abc"]);
+    let out = metrics(&f.state);
+    assert!(
+        out.contains("disruption_guard_intercept_timeouts_total 1\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("intercept_allowed_total{reason=\"timeout\"} 2\n"),
+        "{out}"
+    );
+}

@@ -1,0 +1,255 @@
+//! Metrics of the eviction interception: evictions reviewed, denied, allowed by reason,
+//! intercepts that hit the timeout, rollouts by result, the seconds from the first deny to the
+//! old pod gone, and how long an answer takes.
+//!
+//! Every `reason` and `result` series exists from registration on (at 0), so `rate()` and
+//! `increase()` see the first one.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label of `intercept_allowed_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// One of [`REASONS`].
+    pub reason: &'static str,
+}
+
+/// Label of `intercept_rollouts_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// One of [`RESULTS`].
+    pub result: &'static str,
+}
+
+/// Allowed after the timeout.
+pub const TIMEOUT: &str = "timeout";
+/// Allowed because the body is no AdmissionReview of an Eviction (fail open).
+pub const MALFORMED: &str = "malformed";
+/// Allowed because the caches have not synced yet (fail open).
+pub const NOT_SYNCED: &str = "not_synced";
+/// Allowed because the namespace is outside `--namespaces`.
+pub const OUT_OF_SCOPE: &str = "out_of_scope";
+
+/// Every `reason` of `intercept_allowed_total`: each `AllowReason` label, then the four above.
+pub const REASONS: [&str; 26] = [
+    "pod_gone",
+    "uid_mismatch",
+    "terminating",
+    "not_running",
+    "not_ready",
+    "pod_opted_out",
+    "namespace_opted_out",
+    "node_not_disrupted",
+    "not_a_deployment",
+    "owner_unknown",
+    "recreate",
+    "max_surge_zero",
+    "max_unavailable_nonzero",
+    "invalid_strategy",
+    "paused",
+    "statefulset",
+    "bare_pod",
+    "bare_replicaset",
+    "opted_out",
+    "too_many_replicas",
+    "rolled_out_before",
+    "dry_run",
+    TIMEOUT,
+    MALFORMED,
+    NOT_SYNCED,
+    OUT_OF_SCOPE,
+];
+
+/// Every `result` of `intercept_rollouts_total`: made, already made (by this or another
+/// writer), declined by the fresh re-check or moved on, and each rollout error category.
+pub const RESULTS: [&str; 6] = [
+    "rolled_out",
+    "already_rolled_out",
+    "changed",
+    "recheck_failed",
+    "conflict",
+    "patch_failed",
+];
+
+/// Metric families of the eviction interception.
+#[derive(Debug)]
+pub struct InterceptMetrics {
+    /// Eviction reviews received.
+    pub reviews: Counter,
+    /// Evictions answered 429.
+    pub denied: Counter,
+    /// Evictions let through, by reason.
+    pub allowed: Family<ReasonLabel, Counter>,
+    /// (Deployment, node) pairs whose eviction was let through after the timeout.
+    pub timeouts: Counter,
+    /// Rollouts started by a deny, by result.
+    pub rollouts: Family<ResultLabel, Counter>,
+    /// Seconds from the first deny to the held pod gone.
+    pub deny_to_gone: Histogram,
+    /// Seconds to answer one review.
+    pub answer: Histogram,
+}
+
+impl Default for InterceptMetrics {
+    fn default() -> Self {
+        let metrics = Self {
+            reviews: Counter::default(),
+            denied: Counter::default(),
+            allowed: Family::default(),
+            timeouts: Counter::default(),
+            rollouts: Family::default(),
+            deny_to_gone: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            answer: Histogram::new(exponential_buckets(0.0001, 2.0, 14)),
+        };
+        for reason in REASONS {
+            drop(metrics.allowed.get_or_create(&ReasonLabel { reason }));
+        }
+        for result in RESULTS {
+            drop(metrics.rollouts.get_or_create(&ResultLabel { result }));
+        }
+        metrics
+    }
+}
+
+impl InterceptMetrics {
+    /// Registers every family with the operator's registry.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "intercept_reviews",
+            "Eviction reviews the interception webhook received",
+            self.reviews.clone(),
+        );
+        registry.register(
+            "intercept_denied",
+            "Evictions answered 429 while the pod's Deployment rolls out",
+            self.denied.clone(),
+        );
+        registry.register(
+            "intercept_allowed",
+            "Evictions let through, by reason",
+            self.allowed.clone(),
+        );
+        registry.register(
+            "intercept_timeouts",
+            "Held evictions let through because the rollout did not move the pod in time",
+            self.timeouts.clone(),
+        );
+        registry.register(
+            "intercept_rollouts",
+            "Rollouts started by an intercepted eviction, by result",
+            self.rollouts.clone(),
+        );
+        registry.register(
+            "intercept_deny_to_gone_seconds",
+            "Seconds from the first deny of an eviction to its pod gone",
+            self.deny_to_gone.clone(),
+        );
+        registry.register(
+            "intercept_answer_seconds",
+            "Seconds the webhook took to answer an eviction review",
+            self.answer.clone(),
+        );
+    }
+
+    /// Counts one eviction let through.
+    pub fn allow(&self, reason: &'static str) {
+        self.allowed.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// Counts one rollout attempt.
+    pub fn rollout(&self, result: &'static str) {
+        self.rollouts.get_or_create(&ResultLabel { result }).inc();
+    }
+}
+
+/// Every reason an [`AllowReason`] can have, for the test that keeps [`REASONS`] complete.
+#[cfg(test)]
+fn every_allow_reason() -> Vec<super::decide::AllowReason> {
+    use super::decide::AllowReason::*;
+    use crate::k8s::workload::SkipReason;
+    let skips = [
+        SkipReason::Recreate,
+        SkipReason::MaxSurgeZero,
+        SkipReason::MaxUnavailableNonZero,
+        SkipReason::InvalidStrategy,
+        SkipReason::Paused,
+        SkipReason::StatefulSet,
+        SkipReason::BarePod,
+        SkipReason::BareReplicaSet,
+        SkipReason::OptedOut,
+        SkipReason::TooManyReplicas,
+    ];
+    let mut all = vec![
+        PodGone,
+        UidMismatch,
+        Terminating,
+        NotRunning,
+        NotReady,
+        PodOptedOut,
+        NamespaceOptedOut,
+        NodeNotDisrupted,
+        NotADeployment,
+        OwnerUnknown,
+        RolledOutBefore,
+        DryRun,
+    ];
+    all.extend(skips.map(Cannot));
+    // No wildcard: a new reason must be listed above.
+    for reason in &all {
+        match reason {
+            PodGone | UidMismatch | Terminating | NotRunning | NotReady | PodOptedOut
+            | NamespaceOptedOut | NodeNotDisrupted | NotADeployment | OwnerUnknown
+            | RolledOutBefore | DryRun | Cannot(_) => {}
+        }
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(m: &InterceptMetrics) -> String {
+        let mut registry = Registry::with_prefix("disruption_guard");
+        m.register(&mut registry);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn every_allow_reason_has_a_series_from_the_start() {
+        let out = encoded(&InterceptMetrics::default());
+        for reason in every_allow_reason() {
+            let line = format!(
+                "disruption_guard_intercept_allowed_total{{reason=\"{}\"}} 0\n",
+                reason.as_str()
+            );
+            assert!(out.contains(&line), "missing {line} in\n{out}");
+        }
+        for result in RESULTS {
+            let line =
+                format!("disruption_guard_intercept_rollouts_total{{result=\"{result}\"}} 0\n");
+            assert!(out.contains(&line), "missing {line} in\n{out}");
+        }
+        assert!(out.contains("disruption_guard_intercept_timeouts_total 0\n"));
+        assert!(out.contains("disruption_guard_intercept_answer_seconds_count 0\n"));
+        let unique: std::collections::BTreeSet<_> = REASONS.iter().collect();
+        assert_eq!(unique.len(), REASONS.len());
+    }
+
+    #[test]
+    fn counting_moves_only_its_own_series() {
+        let m = InterceptMetrics::default();
+        m.allow(super::super::decide::AllowReason::PodGone.as_str());
+        m.rollout("conflict");
+        let out = encoded(&m);
+        assert!(out.contains("disruption_guard_intercept_allowed_total{reason=\"pod_gone\"} 1\n"));
+        assert!(out.contains("disruption_guard_intercept_allowed_total{reason=\"dry_run\"} 0\n"));
+        assert!(out.contains("disruption_guard_intercept_rollouts_total{result=\"conflict\"} 1\n"));
+    }
+}

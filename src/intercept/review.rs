@@ -1,0 +1,218 @@
+//! The webhook's wire format: reading an `admission.k8s.io/v1` AdmissionReview of a
+//! `pods/eviction` CREATE (a `policy/v1` or `policy/v1beta1` Eviction) into an [`Eviction`], and
+//! writing the answers — allowed, or denied with HTTP code 429 and reason `TooManyRequests`,
+//! exactly what a PodDisruptionBudget that blocks an eviction answers, so Karpenter, Cluster
+//! Autoscaler and `kubectl drain` all retry. No `retryAfterSeconds`: the API server would turn
+//! it into silent client-side retries.
+//!
+//! The pod is `request.name` in `request.namespace`; the UID precondition is the Eviction's
+//! `deleteOptions.preconditions.uid`; a dry run is `request.dryRun` or the Eviction's
+//! `deleteOptions.dryRun`.
+
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::response::StatusSummary;
+use kube::core::{DynamicObject, Status};
+use serde_json::Value;
+
+use super::decide::Eviction;
+
+/// The reason of a deny, as a PDB's 429 carries it.
+pub const TOO_MANY_REQUESTS: &str = "TooManyRequests";
+
+/// A review read from a request body.
+#[derive(Debug)]
+pub enum Parsed {
+    /// An eviction to decide on.
+    Eviction {
+        request: Box<AdmissionRequest<DynamicObject>>,
+        eviction: Eviction,
+    },
+    /// A well-formed review of something else (another resource or operation): allowed.
+    Other(Box<AdmissionRequest<DynamicObject>>),
+}
+
+/// A body that is no AdmissionReview; the request uid when it could be read, so the answer
+/// still reaches the API server as an answer to its request.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Malformed {
+    pub uid: String,
+}
+
+/// Reads a request body.
+pub fn parse(body: &[u8]) -> Result<Parsed, Malformed> {
+    let value: Value = serde_json::from_slice(body).map_err(|_| Malformed { uid: "".into() })?;
+    let uid = value
+        .pointer("/request/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_value(value).map_err(|_| Malformed { uid: uid.clone() })?;
+    let request: AdmissionRequest<DynamicObject> =
+        review.try_into().map_err(|_| Malformed { uid })?;
+    let is_eviction = request.kind.group == "policy"
+        && request.kind.kind == "Eviction"
+        && request.resource.resource == "pods"
+        && request.sub_resource.as_deref() == Some("eviction")
+        && request.operation == Operation::Create;
+    if !is_eviction {
+        return Ok(Parsed::Other(Box::new(request)));
+    }
+    let delete_options = request.object.as_ref().map(|o| &o.data["deleteOptions"]);
+    let uid = delete_options
+        .and_then(|d| d.pointer("/preconditions/uid"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let dry_run_option = delete_options
+        .and_then(|d| d.get("dryRun"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    let eviction = Eviction {
+        namespace: request.namespace.clone().unwrap_or_default(),
+        name: request.name.clone(),
+        uid,
+        dry_run: request.dry_run || dry_run_option,
+    };
+    Ok(Parsed::Eviction {
+        request: Box::new(request),
+        eviction,
+    })
+}
+
+/// Allows the request.
+pub fn allow(request: &AdmissionRequest<DynamicObject>) -> AdmissionReview<DynamicObject> {
+    AdmissionResponse::from(request).into_review()
+}
+
+/// Allows a request that could not be read (fail open).
+pub fn allow_unreadable(malformed: &Malformed) -> AdmissionReview<DynamicObject> {
+    let mut response = AdmissionResponse::invalid("");
+    response.uid = malformed.uid.clone();
+    response.allowed = true;
+    response.result = Status::default();
+    response.into_review()
+}
+
+/// Denies the eviction the way a PDB does: code 429, reason `TooManyRequests`, `message`.
+pub fn deny(
+    request: &AdmissionRequest<DynamicObject>,
+    message: String,
+) -> AdmissionReview<DynamicObject> {
+    let mut response = AdmissionResponse::from(request).deny(message);
+    response.result.status = Some(StatusSummary::Failure);
+    response.result.code = 429;
+    response.result.reason = TOO_MANY_REQUESTS.into();
+    response.into_review()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An AdmissionReview of an eviction as the API server sends it.
+    pub fn body(version: &str, delete_options: Value, dry_run: bool) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "req-1",
+                "kind": {"group": "policy", "version": version, "kind": "Eviction"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "subResource": "eviction",
+                "requestKind": {"group": "policy", "version": version, "kind": "Eviction"},
+                "name": "web-abc", "namespace": "ns", "operation": "CREATE",
+                "userInfo": {"username": "system:serviceaccount:karpenter:karpenter"},
+                "object": {"apiVersion": format!("policy/{version}"), "kind": "Eviction",
+                    "metadata": {"name": "web-abc", "namespace": "ns"},
+                    "deleteOptions": delete_options},
+                "dryRun": dry_run,
+                "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn eviction(parsed: Parsed) -> Eviction {
+        match parsed {
+            Parsed::Eviction { eviction, .. } => eviction,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_v1_eviction_names_the_pod_and_its_uid_precondition() {
+        let b = body("v1", json!({"preconditions": {"uid": "pod-uid"}}), false);
+        assert_eq!(
+            eviction(parse(&b).unwrap()),
+            Eviction {
+                namespace: "ns".into(),
+                name: "web-abc".into(),
+                uid: Some("pod-uid".into()),
+                dry_run: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_v1beta1_eviction_without_options_reads_the_same() {
+        let b = body("v1beta1", Value::Null, false);
+        let e = eviction(parse(&b).unwrap());
+        assert_eq!(
+            (e.name.as_str(), e.uid, e.dry_run),
+            ("web-abc", None, false)
+        );
+    }
+
+    #[test]
+    fn a_dry_run_is_read_from_the_request_or_the_delete_options() {
+        assert!(eviction(parse(&body("v1", json!({}), true)).unwrap()).dry_run);
+        let b = body("v1", json!({"dryRun": ["All"]}), false);
+        assert!(eviction(parse(&b).unwrap()).dry_run);
+    }
+
+    #[test]
+    fn a_review_of_something_else_is_not_an_eviction() {
+        let mut v: Value = serde_json::from_slice(&body("v1", json!({}), false)).unwrap();
+        v["request"]["operation"] = json!("DELETE");
+        let parsed = parse(&serde_json::to_vec(&v).unwrap()).unwrap();
+        assert!(matches!(parsed, Parsed::Other(_)));
+    }
+
+    #[test]
+    fn a_malformed_body_keeps_the_request_uid_when_it_can() {
+        assert_eq!(parse(b"{").unwrap_err(), Malformed { uid: "".into() });
+        let half = br#"{"request": {"uid": "req-9", "kind": 3}}"#;
+        assert_eq!(
+            parse(half).unwrap_err(),
+            Malformed {
+                uid: "req-9".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_deny_is_a_429_too_many_requests_without_retry_after() {
+        let Parsed::Eviction { request, .. } = parse(&body("v1", json!({}), false)).unwrap() else {
+            panic!()
+        };
+        let answer = serde_json::to_value(deny(&request, "held".into())).unwrap();
+        assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(answer["kind"], "AdmissionReview");
+        let response = &answer["response"];
+        assert_eq!(response["uid"], "req-1");
+        assert_eq!(response["allowed"], false);
+        assert_eq!(response["status"]["code"], 429);
+        assert_eq!(response["status"]["reason"], "TooManyRequests");
+        assert_eq!(response["status"]["message"], "held");
+        assert!(response["status"].get("details").is_none());
+    }
+
+    #[test]
+    fn an_unreadable_request_is_allowed_under_its_uid() {
+        let answer =
+            serde_json::to_value(allow_unreadable(&Malformed { uid: "r".into() })).unwrap();
+        assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(answer["response"]["uid"], "r");
+        assert_eq!(answer["response"]["allowed"], true);
+    }
+}

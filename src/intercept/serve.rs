@@ -1,0 +1,104 @@
+//! Starting the webhook as the operator runs it: bind the HTTPS port, make sure the serving
+//! certificate exists ([`certs`]), register the webhook with its CA ([`registration`]), then
+//! serve the router ([`tls`]) and keep the certificate and registration current.
+//!
+//! In a cluster the API server reaches the webhook through the operator's Service; outside one
+//! (`make run` against the local test cluster) through a loopback URL on the port actually
+//! bound, so `--intercept-port 0` works for several operators on one host.
+//!
+//! Nothing here may stop the rest of the operator: when the certificate or the registration
+//! cannot be written (RBAC, an API server that is down), it says why and tries again every
+//! [`RETRY`]; meanwhile the registration, if any, fails open.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use super::InterceptArgs;
+use super::certs::CertSecret;
+use super::registration::{self, Endpoint, Registration};
+use super::tls;
+use crate::runtime::Runtime;
+
+/// Wait between attempts to set the certificate and registration up.
+const RETRY: Duration = Duration::from_secs(10);
+
+/// Serves `router` as the eviction webhook until shutdown.
+pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> anyhow::Result<()> {
+    let in_cluster = registration::in_cluster();
+    let ip = if in_cluster {
+        Ipv4Addr::UNSPECIFIED
+    } else {
+        Ipv4Addr::LOCALHOST
+    };
+    let addr = SocketAddr::from((ip, args.intercept_port));
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the eviction webhook address {addr}"))?;
+    let port = listener.local_addr()?.port();
+    let endpoint = if in_cluster {
+        Endpoint::Service {
+            namespace: args.intercept_namespace.clone(),
+            name: args.intercept_service.clone(),
+            port: args.intercept_service_port,
+        }
+    } else {
+        Endpoint::Loopback { port }
+    };
+    let secret = CertSecret::for_service(
+        &args.intercept_namespace,
+        &args.intercept_secret,
+        &args.intercept_service,
+    );
+    let shutdown = runtime.shutdown.clone();
+    let (registration, resolver, bundle) = loop {
+        match set_up(&runtime, &args, endpoint.clone(), &secret).await {
+            Ok(ready) => break ready,
+            Err(err) => {
+                warn!(error = format!("{err:#}"), retry_in = ?RETRY, "eviction webhook not set up yet; evictions go through untouched meanwhile");
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(RETRY) => {}
+                }
+            }
+        }
+    };
+    info!(port, webhook = %registration.name, ?endpoint, "eviction webhook registered and serving");
+    tokio::join!(
+        tls::serve_on(listener, router, resolver.clone(), shutdown.clone()),
+        tls::keep_current(
+            runtime.client.clone(),
+            secret,
+            Some(registration),
+            resolver,
+            bundle,
+            tls::DEFAULT_REFRESH,
+            shutdown.clone(),
+        ),
+    );
+    Ok(())
+}
+
+/// The registration, with the certificate it trusts loaded and applied.
+async fn set_up(
+    runtime: &Runtime,
+    args: &InterceptArgs,
+    endpoint: Endpoint,
+    secret: &CertSecret,
+) -> anyhow::Result<(
+    Registration,
+    std::sync::Arc<tls::CertResolver>,
+    super::certs::Bundle,
+)> {
+    let me = registration::own_username(&runtime.client)
+        .await
+        .context("asking the API server who the operator is (SelfSubjectReview)")?;
+    let mut registration = Registration::new(endpoint, me, runtime.namespaces.to_vec());
+    registration.name = args.intercept_webhook.clone();
+    let (resolver, bundle) = tls::load(&runtime.client, secret, Some(&registration)).await?;
+    Ok((registration, resolver, bundle))
+}
