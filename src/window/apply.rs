@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tracing::debug;
 
 use super::error::{Error, is_code};
+use super::model::Workload;
 use super::pdbs::let_go;
 use super::plan::{Target, WindowFacts, Write};
 use crate::k8s::fields::holds_label;
@@ -65,11 +66,11 @@ impl Writer {
         manager: &str,
         write: &Write,
     ) -> Result<(), Error> {
+        let params = PatchParams::apply(manager);
         let wrap = |source| Error::Write {
             what: what(write),
             source,
         };
-        let params = PatchParams::apply(manager);
         match write {
             Write::Annotate {
                 target,
@@ -77,95 +78,104 @@ impl Writer {
                 uid,
                 annotations,
             } => {
-                let (api_version, kind) = match target {
-                    Target::Pod => ("v1", "Pod"),
-                    Target::Node => ("v1", "Node"),
-                    Target::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
-                };
-                let mut metadata = json!({"name": name, "uid": uid});
-                if !annotations.is_empty() {
-                    metadata["annotations"] = json!(annotations);
-                }
-                if *target == Target::Pod {
-                    metadata["namespace"] = json!(window.namespace);
-                }
-                let body = json!({"apiVersion": api_version, "kind": kind, "metadata": metadata});
-                let result = match target {
-                    Target::Pod => Api::<Pod>::namespaced(self.client.clone(), &window.namespace)
-                        .patch(name, &params, &Patch::Apply(&body))
-                        .await
-                        .map(drop),
-                    Target::Node => Api::<Node>::all(self.client.clone())
-                        .patch(name, &params, &Patch::Apply(&body))
-                        .await
-                        .map(drop),
-                    Target::NodeClaim => {
-                        let Some(ar) = &self.node_claims else {
-                            return Ok(());
-                        };
-                        Api::<DynamicObject>::all_with(self.client.clone(), ar)
-                            .patch(name, &params, &Patch::Apply(&body))
-                            .await
-                            .map(drop)
-                    }
-                };
+                let body = annotation_body(window, *target, name, uid, annotations);
                 // A release of an object that is gone has nothing left to release.
-                match result {
+                match self.annotate(window, *target, name, &params, &body).await {
                     Err(e) if annotations.is_empty() && is_code(&e, 404) => Ok(()),
                     other => other.map_err(wrap),
                 }
             }
-            Write::ApplyPdb { name, workload } => {
-                let mut labels = json!({MANAGED_BY_KEY: MANAGED_BY_VALUE});
-                if let Some(v) = workload.label_value() {
-                    labels[WORKLOAD_LABEL] = json!(v);
-                }
-                let body = json!({
-                    "apiVersion": "policy/v1",
-                    "kind": "PodDisruptionBudget",
-                    "metadata": {
-                        "name": name,
-                        "namespace": window.namespace,
-                        "labels": labels,
-                        "ownerReferences": [owner_reference(window)],
-                    },
-                    "spec": {"maxUnavailable": 0, "selector": workload.selector},
-                });
-                let applied = self
-                    .pdbs(window)
-                    .patch(name, &params, &Patch::Apply(&body))
-                    .await
-                    .map_err(wrap)?;
-                if holds_label(&applied.metadata, FIELD_MANAGER, MANAGED_BY_KEY) {
-                    return Ok(());
-                }
-                // The managed-by label is also held by the shared manager, which no window's
-                // release removes: whatever happens to the windows, the PDB stays findable
-                // (by the sweep) until it is deleted. One more write, once per PDB.
-                let mark = json!({
-                    "apiVersion": "policy/v1",
-                    "kind": "PodDisruptionBudget",
-                    "metadata": {
-                        "name": name,
-                        "namespace": window.namespace,
-                        "uid": applied.metadata.uid,
-                        "labels": {MANAGED_BY_KEY: MANAGED_BY_VALUE},
-                    },
-                });
-                self.pdbs(window)
-                    .patch(
-                        name,
-                        &PatchParams::apply(FIELD_MANAGER),
-                        &Patch::Apply(&mark),
-                    )
-                    .await
-                    .map(drop)
-                    .map_err(wrap)
-            }
+            Write::ApplyPdb { name, workload } => self
+                .apply_pdb(window, &params, name, workload)
+                .await
+                .map_err(wrap),
             Write::ReleasePdb { name, .. } | Write::DeletePdb { name, .. } => {
                 self.let_go_pdb(window, &params, name, write.clone()).await
             }
         }
+    }
+
+    /// Applies `body` (see [`annotation_body`]) to the pod, node or NodeClaim `name`.
+    async fn annotate(
+        &self,
+        window: &WindowFacts,
+        target: Target,
+        name: &str,
+        params: &PatchParams,
+        body: &Value,
+    ) -> Result<(), kube::Error> {
+        let patch = Patch::Apply(body);
+        match target {
+            Target::Pod => Api::<Pod>::namespaced(self.client.clone(), &window.namespace)
+                .patch(name, params, &patch)
+                .await
+                .map(drop),
+            Target::Node => Api::<Node>::all(self.client.clone())
+                .patch(name, params, &patch)
+                .await
+                .map(drop),
+            Target::NodeClaim => match &self.node_claims {
+                Some(ar) => Api::<DynamicObject>::all_with(self.client.clone(), ar)
+                    .patch(name, params, &patch)
+                    .await
+                    .map(drop),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// Applies the guard PDB `name` over `workload`, owned by `window`; the first time, also
+    /// marks it with the shared manager's managed-by label.
+    async fn apply_pdb(
+        &self,
+        window: &WindowFacts,
+        params: &PatchParams,
+        name: &str,
+        workload: &Workload,
+    ) -> Result<(), kube::Error> {
+        let mut labels = json!({MANAGED_BY_KEY: MANAGED_BY_VALUE});
+        if let Some(v) = workload.label_value() {
+            labels[WORKLOAD_LABEL] = json!(v);
+        }
+        let body = json!({
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {
+                "name": name,
+                "namespace": window.namespace,
+                "labels": labels,
+                "ownerReferences": [owner_reference(window)],
+            },
+            "spec": {"maxUnavailable": 0, "selector": workload.selector},
+        });
+        let applied = self
+            .pdbs(window)
+            .patch(name, params, &Patch::Apply(&body))
+            .await?;
+        if holds_label(&applied.metadata, FIELD_MANAGER, MANAGED_BY_KEY) {
+            return Ok(());
+        }
+        // The managed-by label is also held by the shared manager, which no window's
+        // release removes: whatever happens to the windows, the PDB stays findable
+        // (by the sweep) until it is deleted. One more write, once per PDB.
+        let mark = json!({
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {
+                "name": name,
+                "namespace": window.namespace,
+                "uid": applied.metadata.uid,
+                "labels": {MANAGED_BY_KEY: MANAGED_BY_VALUE},
+            },
+        });
+        self.pdbs(window)
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(&mark),
+            )
+            .await
+            .map(drop)
     }
 
     /// Lets go of PDB `name` with `write`; on a conflict (409: the PDB changed since it was
@@ -254,6 +264,30 @@ impl Writer {
     fn pdbs(&self, window: &WindowFacts) -> Api<PodDisruptionBudget> {
         Api::namespaced(self.client.clone(), &window.namespace)
     }
+}
+
+/// The apply body that sets `annotations` on `target` `name` (uid-preconditioned, so it never
+/// re-creates an object that went away); empty annotations release the manager's ones.
+fn annotation_body(
+    window: &WindowFacts,
+    target: Target,
+    name: &str,
+    uid: &str,
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Value {
+    let (api_version, kind) = match target {
+        Target::Pod => ("v1", "Pod"),
+        Target::Node => ("v1", "Node"),
+        Target::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
+    };
+    let mut metadata = json!({"name": name, "uid": uid});
+    if !annotations.is_empty() {
+        metadata["annotations"] = json!(annotations);
+    }
+    if target == Target::Pod {
+        metadata["namespace"] = json!(window.namespace);
+    }
+    json!({"apiVersion": api_version, "kind": kind, "metadata": metadata})
 }
 
 /// The owner reference from a guard PDB to a window; garbage collection deletes the PDB once

@@ -81,18 +81,7 @@ pub(super) fn plan_pdbs(
     selected: &[&Arc<PodDigest>],
     out: &mut WindowPlan,
 ) {
-    let mut workloads = BTreeMap::new();
-    if window.protect.pod_disruption_budgets {
-        for pod in selected {
-            match workload_of(pod, world) {
-                Ok(Some(w)) => {
-                    workloads.insert((w.kind, w.name.clone()), w);
-                }
-                Ok(None) => {}
-                Err(why) => out.waiting.push(why),
-            }
-        }
-    }
+    let workloads = protected_workloads(window, world, selected, out);
     out.workloads = workloads.len() as u32;
     let ns_pods: Vec<&Arc<PodDigest>> = world
         .pods
@@ -103,55 +92,8 @@ pub(super) fn plan_pdbs(
         .collect();
     let mut wanted = BTreeSet::new();
     for workload in workloads.values() {
-        let pods: Vec<&BTreeMap<String, String>> = ns_pods
-            .iter()
-            .map(|p| labels(&p.metadata))
-            .filter(|l| selector::matches(&workload.selector, l))
-            .collect();
-        let others: Vec<String> = world
-            .pdbs
-            .iter()
-            .filter(|pdb| !is_guard_pdb_for(pdb, workload))
-            .filter(|pdb| {
-                let sel = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
-                pods.iter().any(|l| selector::optional_matches(sel, l))
-            })
-            .filter_map(|pdb| pdb.metadata.name.clone())
-            .collect();
-        if !others.is_empty() {
-            out.reused_pdbs.extend(others.iter().cloned());
-            out.pdbs.extend(others);
-            continue;
-        }
-        let name = workload.pdb_name();
-        wanted.insert(name.clone());
-        out.pdbs.push(name.clone());
-        let existing = world
-            .pdbs
-            .iter()
-            .find(|p| p.metadata.name.as_deref() == Some(name.as_str()));
-        let manager = window_field_manager(&window.uid);
-        let settled = existing.is_some_and(|pdb| {
-            let spec = pdb.spec.as_ref();
-            is_guard_pdb_for(pdb, workload)
-                && owned_by(&pdb.metadata, &window.uid)
-                && holds_fields(&pdb.metadata, &manager)
-                && holds_label(&pdb.metadata, FIELD_MANAGER, MANAGED_BY_KEY)
-                && spec.and_then(|s| s.max_unavailable.as_ref()) == Some(&IntOrString::Int(0))
-                && spec.and_then(|s| s.selector.as_ref()) == Some(&workload.selector)
-        });
-        match existing {
-            Some(pdb) if settled => {
-                let observed = pdb.status.as_ref().and_then(|s| s.observed_generation);
-                if observed.is_none() || observed < pdb.metadata.generation {
-                    out.waiting
-                        .push(format!("PodDisruptionBudget {name} not yet computed"));
-                }
-            }
-            _ => out.writes.push(Write::ApplyPdb {
-                name,
-                workload: workload.clone(),
-            }),
+        if let Some(name) = plan_workload(window, world, &ns_pods, workload, out) {
+            wanted.insert(name);
         }
     }
     out.pdbs.sort();
@@ -169,4 +111,94 @@ pub(super) fn plan_pdbs(
         }
         out.writes.extend(let_go(pdb, &window.uid));
     }
+}
+
+/// The workloads of the selected pods, when the window protects with PDBs; a pod whose
+/// workload cannot be told yet is noted as waiting.
+fn protected_workloads(
+    window: &WindowFacts,
+    world: &World,
+    selected: &[&Arc<PodDigest>],
+    out: &mut WindowPlan,
+) -> BTreeMap<(&'static str, String), Workload> {
+    let mut workloads = BTreeMap::new();
+    if !window.protect.pod_disruption_budgets {
+        return workloads;
+    }
+    for pod in selected {
+        match workload_of(pod, world) {
+            Ok(Some(w)) => {
+                workloads.insert((w.kind, w.name.clone()), w);
+            }
+            Ok(None) => {}
+            Err(why) => out.waiting.push(why),
+        }
+    }
+    workloads
+}
+
+/// Plans the PDB of one workload (`ns_pods`: the namespace's live pods): another PDB already
+/// over its pods is reused (a second one would make the Eviction API answer 500); otherwise the
+/// guard's own PDB is applied, or awaited until the disruption controller computed it.
+/// Returns the name of the guard PDB the window wants.
+fn plan_workload(
+    window: &WindowFacts,
+    world: &World,
+    ns_pods: &[&Arc<PodDigest>],
+    workload: &Workload,
+    out: &mut WindowPlan,
+) -> Option<String> {
+    let pods: Vec<&BTreeMap<String, String>> = ns_pods
+        .iter()
+        .map(|p| labels(&p.metadata))
+        .filter(|l| selector::matches(&workload.selector, l))
+        .collect();
+    let others: Vec<String> = world
+        .pdbs
+        .iter()
+        .filter(|pdb| !is_guard_pdb_for(pdb, workload))
+        .filter(|pdb| {
+            let sel = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
+            pods.iter().any(|l| selector::optional_matches(sel, l))
+        })
+        .filter_map(|pdb| pdb.metadata.name.clone())
+        .collect();
+    if !others.is_empty() {
+        out.reused_pdbs.extend(others.iter().cloned());
+        out.pdbs.extend(others);
+        return None;
+    }
+    let name = workload.pdb_name();
+    out.pdbs.push(name.clone());
+    let existing = world
+        .pdbs
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name.as_str()));
+    match existing {
+        Some(pdb) if settled(pdb, window, workload) => {
+            let observed = pdb.status.as_ref().and_then(|s| s.observed_generation);
+            if observed.is_none() || observed < pdb.metadata.generation {
+                out.waiting
+                    .push(format!("PodDisruptionBudget {name} not yet computed"));
+            }
+        }
+        _ => out.writes.push(Write::ApplyPdb {
+            name: name.clone(),
+            workload: workload.clone(),
+        }),
+    }
+    Some(name)
+}
+
+/// Whether `pdb` is already the guard's PDB for `workload` as `window` writes it: owned by the
+/// window, its fields held by the window's manager, `maxUnavailable: 0` over the workload's
+/// selector.
+fn settled(pdb: &PodDisruptionBudget, window: &WindowFacts, workload: &Workload) -> bool {
+    let spec = pdb.spec.as_ref();
+    is_guard_pdb_for(pdb, workload)
+        && owned_by(&pdb.metadata, &window.uid)
+        && holds_fields(&pdb.metadata, &window_field_manager(&window.uid))
+        && holds_label(&pdb.metadata, FIELD_MANAGER, MANAGED_BY_KEY)
+        && spec.and_then(|s| s.max_unavailable.as_ref()) == Some(&IntOrString::Int(0))
+        && spec.and_then(|s| s.selector.as_ref()) == Some(&workload.selector)
 }

@@ -115,111 +115,161 @@ pub fn update(
     world: &World,
     signals: &[Signal],
 ) -> (WindowReport, Tracking) {
-    let mut report = report.clone();
+    let mut tally = Tally {
+        disrupted: report.disrupted_pods.iter().cloned().collect(),
+        nodes_disrupted: report.nodes_disrupted.iter().cloned().collect(),
+        report: report.clone(),
+        world,
+        signals,
+    };
     let mut next = Tracking {
-        pods: vec![],
+        pods: tally.follow(&tracking.pods),
         restarted_at: tracking.restarted_at.clone(),
     };
-    let mut disrupted: BTreeSet<String> = report.disrupted_pods.iter().cloned().collect();
-    let mut nodes_disrupted: BTreeSet<String> = report.nodes_disrupted.iter().cloned().collect();
-    let node_of = |pod: &PodDigest| pod.node_name().map(str::to_string);
-    let disrupted_node = |name: &str| {
-        world
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))
-            .is_some_and(|n| signals::disruption(n, signals).is_some())
-    };
-
-    for tracked in &tracking.pods {
-        let pod = world
-            .pods
-            .iter()
-            .find(|p| p.metadata.uid.as_deref() == Some(tracked.uid.as_str()));
-        let gone = pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some());
-        if pod.is_some_and(|p| disruption_target(p)) {
-            report.pods_disrupted += 1;
-            disrupted.insert(tracked.name.clone());
-            continue;
-        }
-        if gone {
-            let replaced = tracked
-                .replica_set
-                .as_deref()
-                .is_some_and(|rs| rolled_out(rs, &world.replica_sets));
-            if !replaced {
-                report.pods_disrupted += 1;
-                disrupted.insert(tracked.name.clone());
-            }
-            continue;
-        }
-        let pod = pod.expect("not gone");
-        let mut t = tracked.clone();
-        let now_restarts = restarts(pod);
-        if now_restarts > t.restarts {
-            report.pods_disrupted += 1;
-            disrupted.insert(t.name.clone());
-        }
-        t.restarts = now_restarts;
-        if !t.blocked
-            && node_of(pod).is_some_and(|n| disrupted_node(&n))
-            && super::plan::is_live(pod)
-        {
-            report.evictions_blocked += 1;
-            t.blocked = true;
-        }
-        next.pods.push(t);
-    }
-    for pod in selected {
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if let Some(node) = node_of(pod).filter(|n| disrupted_node(n)) {
-            nodes_disrupted.insert(node);
-        }
-        if next.pods.iter().any(|t| t.uid == uid) || tracking.pods.iter().any(|t| t.uid == uid) {
-            continue;
-        }
-        let blocked = node_of(pod).is_some_and(|n| disrupted_node(&n));
-        report.evictions_blocked += u32::from(blocked);
-        next.pods.push(TrackedPod {
-            name: pod.metadata.name.clone().unwrap_or_default(),
-            uid,
-            restarts: restarts(pod),
-            replica_set: owner_replica_set(pod),
-            blocked,
-        });
-    }
-
-    let deployments: BTreeSet<String> = selected
-        .iter()
-        .filter_map(|p| workload_of(p, world).ok().flatten())
-        .filter(|w| w.kind == "Deployment")
-        .map(|w| w.name)
-        .collect();
-    for name in deployments {
-        let Some(dep) = world
-            .deployments
-            .iter()
-            .find(|d| d.metadata.name.as_deref() == Some(name.as_str()))
-        else {
-            continue;
-        };
-        let value = dep
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.metadata.as_ref())
-            .and_then(|m| m.annotations.as_ref())
-            .and_then(|a| a.get(RESTARTED_AT))
-            .cloned()
-            .unwrap_or_default();
-        if let Some(before) = next.restarted_at.get(&name)
-            && *before != value
-            && restarted_by_guard(&dep.metadata)
-        {
-            report.rollouts += 1;
-        }
-        next.restarted_at.insert(name, value);
-    }
+    tally.track_new(selected, &tracking.pods, &mut next.pods);
+    tally.count_rollouts(selected, &mut next.restarted_at);
+    let Tally {
+        mut report,
+        disrupted,
+        nodes_disrupted,
+        ..
+    } = tally;
     report.disrupted_pods = disrupted.into_iter().collect();
     report.nodes_disrupted = nodes_disrupted.into_iter().collect();
     (report, next)
+}
+
+/// The report being updated, with the world it is updated from.
+struct Tally<'a> {
+    report: WindowReport,
+    disrupted: BTreeSet<String>,
+    nodes_disrupted: BTreeSet<String>,
+    world: &'a World,
+    signals: &'a [Signal],
+}
+
+impl Tally<'_> {
+    /// Whether `pod` is on a node being disrupted; names the node.
+    fn disrupted_node(&self, pod: &PodDigest) -> Option<String> {
+        let name = pod.node_name()?;
+        self.world
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+            .filter(|n| signals::disruption(n, self.signals).is_some())
+            .map(|_| name.to_string())
+    }
+
+    fn disrupt(&mut self, name: &str) {
+        self.report.pods_disrupted += 1;
+        self.disrupted.insert(name.to_string());
+    }
+
+    /// Follows the pods tracked so far: counts those disrupted (and drops them) and the blocked
+    /// evictions of those still alive; returns the ones to keep tracking.
+    fn follow(&mut self, tracked: &[TrackedPod]) -> Vec<TrackedPod> {
+        let mut kept = Vec::new();
+        for tracked in tracked {
+            let pod = self
+                .world
+                .pods
+                .iter()
+                .find(|p| p.metadata.uid.as_deref() == Some(tracked.uid.as_str()));
+            let Some(pod) = pod.filter(|p| p.metadata.deletion_timestamp.is_none()) else {
+                let replaced = tracked
+                    .replica_set
+                    .as_deref()
+                    .is_some_and(|rs| rolled_out(rs, &self.world.replica_sets));
+                if pod.is_some_and(|p| disruption_target(p)) || !replaced {
+                    self.disrupt(&tracked.name);
+                }
+                continue;
+            };
+            if disruption_target(pod) {
+                self.disrupt(&tracked.name);
+                continue;
+            }
+            let mut t = tracked.clone();
+            let now_restarts = restarts(pod);
+            if now_restarts > t.restarts {
+                self.disrupt(&t.name);
+            }
+            t.restarts = now_restarts;
+            if !t.blocked && self.disrupted_node(pod).is_some() && super::plan::is_live(pod) {
+                self.report.evictions_blocked += 1;
+                t.blocked = true;
+            }
+            kept.push(t);
+        }
+        kept
+    }
+
+    /// Starts tracking the selected pods not tracked yet (`before`: the tracking this update
+    /// started from), and notes the disrupted nodes of the selection.
+    fn track_new(
+        &mut self,
+        selected: &[&Arc<PodDigest>],
+        before: &[TrackedPod],
+        next: &mut Vec<TrackedPod>,
+    ) {
+        for pod in selected {
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let node = self.disrupted_node(pod);
+            if let Some(node) = &node {
+                self.nodes_disrupted.insert(node.clone());
+            }
+            if next.iter().chain(before).any(|t| t.uid == uid) {
+                continue;
+            }
+            let blocked = node.is_some();
+            self.report.evictions_blocked += u32::from(blocked);
+            next.push(TrackedPod {
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                uid,
+                restarts: restarts(pod),
+                replica_set: owner_replica_set(pod),
+                blocked,
+            });
+        }
+    }
+
+    /// Counts the guard's rollouts of the selection's Deployments since the last update
+    /// (`restarted_at`: each Deployment's `restartedAt` then, updated to now).
+    fn count_rollouts(
+        &mut self,
+        selected: &[&Arc<PodDigest>],
+        restarted_at: &mut std::collections::BTreeMap<String, String>,
+    ) {
+        let deployments: BTreeSet<String> = selected
+            .iter()
+            .filter_map(|p| workload_of(p, self.world).ok().flatten())
+            .filter(|w| w.kind == "Deployment")
+            .map(|w| w.name)
+            .collect();
+        for name in deployments {
+            let Some(dep) = self
+                .world
+                .deployments
+                .iter()
+                .find(|d| d.metadata.name.as_deref() == Some(name.as_str()))
+            else {
+                continue;
+            };
+            let value = dep
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.metadata.as_ref())
+                .and_then(|m| m.annotations.as_ref())
+                .and_then(|a| a.get(RESTARTED_AT))
+                .cloned()
+                .unwrap_or_default();
+            if let Some(before) = restarted_at.get(&name)
+                && *before != value
+                && restarted_by_guard(&dep.metadata)
+            {
+                self.report.rollouts += 1;
+            }
+            restarted_at.insert(name, value);
+        }
+    }
 }
