@@ -1,5 +1,13 @@
 //! Runs the real `disruption-guard operator` binary against the test cluster, scoped to one
 //! test namespace, on free loopback ports. The process is killed when the handle drops.
+//!
+//! The eviction webhook is off unless a test asks for it ([`Operator::intercepting`]): the
+//! other tests watch one component at a time. When on, the operator runs as the chart's
+//! ServiceAccount with exactly the chart's RBAC (the webhook leaves out its own user's
+//! evictions, so it must not be the test's user) and registers its own
+//! `ValidatingWebhookConfiguration` (named as the chart names it, evictions of its namespace
+//! only) on a port of its own, with its certificate Secret in its namespace; the registration
+//! is deleted when the handle drops.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -20,6 +28,11 @@ pub struct Operator {
     kubeconfig: PathBuf,
     api_port: u16,
     admin_port: u16,
+    intercept_port: u16,
+    /// The webhook registration this operator keeps, when intercepting.
+    webhook: Option<String>,
+    /// The chart's identity it runs as, when intercepting.
+    _identity: Option<super::chart_identity::ChartIdentity>,
 }
 
 /// Path of the binary under test.
@@ -87,6 +100,41 @@ impl Operator {
         Self::start_with(ns, args).await
     }
 
+    /// Starts an operator for `ns` with the eviction webhook on (as the product defaults), as
+    /// the chart's ServiceAccount, plus `extra` flags, and waits until its webhook is
+    /// registered.
+    pub async fn intercepting(ns: &str, extra: &[&str]) -> Operator {
+        let identity = super::chart_identity::ChartIdentity::install(ns);
+        let name = identity.fullname.clone();
+        let mut args = vec![
+            format!("--namespaces={ns}"),
+            "--insecure-no-auth".to_string(),
+            "--intercept=true".to_string(),
+            format!("--intercept-namespace={ns}"),
+            format!("--intercept-webhook={name}"),
+            format!("--intercept-secret={name}-webhook-tls"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut op = Self::start_as(ns, args, identity.kubeconfig.clone()).await;
+        op.webhook = Some(name);
+        op._identity = Some(identity);
+        super::wait::until(
+            "the operator to register its eviction webhook",
+            Duration::from_secs(30),
+            || async {
+                op.log_text()
+                    .contains("eviction webhook registered and serving")
+            },
+        )
+        .await;
+        op
+    }
+
+    /// The name of the webhook registration it keeps, when intercepting.
+    pub fn webhook(&self) -> Option<&str> {
+        self.webhook.as_deref()
+    }
+
     /// One of several replicas for `ns`, electing a leader over the Lease `disruption-guard`
     /// in `ns` (3 s, so takeovers are quick), as `identity`.
     pub async fn replica(ns: &str, identity: &str) -> Operator {
@@ -121,6 +169,10 @@ impl Operator {
         ensure_crd();
         let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("operator-{ns}.log"));
         let (api_port, admin_port) = (free_port(), free_port());
+        let mut args = args;
+        if !args.iter().any(|a| a.starts_with("--intercept=")) {
+            args.push("--intercept=false".to_string());
+        }
         let mut op = Operator {
             child: None,
             api: format!("http://127.0.0.1:{api_port}"),
@@ -130,6 +182,9 @@ impl Operator {
             kubeconfig,
             api_port,
             admin_port,
+            intercept_port: free_port(),
+            webhook: None,
+            _identity: None,
         };
         op.spawn().await;
         op
@@ -146,6 +201,7 @@ impl Operator {
             .arg("operator")
             .arg(format!("--api-addr=127.0.0.1:{}", self.api_port))
             .arg(format!("--admin-addr=127.0.0.1:{}", self.admin_port))
+            .arg(format!("--intercept-port={}", self.intercept_port))
             .args(&self.args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env(
@@ -291,6 +347,16 @@ impl Drop for Operator {
             );
         }
         self.kill();
+        if let Some(name) = &self.webhook {
+            let _ = super::kubectl()
+                .args([
+                    "delete",
+                    "validatingwebhookconfiguration",
+                    name,
+                    "--ignore-not-found",
+                ])
+                .output();
+        }
     }
 }
 

@@ -1,0 +1,385 @@
+//! The eviction interception against the real cluster: the API server sends each eviction to
+//! the operator's webhook (registered by the operator itself, over TLS with its own CA), which
+//! answers 429 for a lone replica on a node being disrupted while its Deployment rolls out — no
+//! PDB, no window. And its bounds: what a rollout cannot save is let through at once, a rollout
+//! that cannot finish is let through after `--intercept-timeout`, an eviction of a pod that is
+//! gone or another one is never held, and a dead operator holds nothing (fail open).
+//!
+//! Every test uses private kwok nodes (labelled `disruption-guard.io/test=<ns>`), as the drain
+//! tests do. The new pods take a second or two to become Ready (kwok's ready delay), like a
+//! container that starts, so a killed pod shows as samples without a ready pod.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{EvictParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use support::drain::{Sampler, cordon, drain, events_about, lone, metric, node_of};
+use support::fixtures::DeploymentBuilder;
+use support::operator::Operator;
+use support::pods::ready_pods;
+use support::{create_ready_node, kubectl, wait, with_namespace};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Creates `app` (no PDB) and waits until its one pod is Ready on `node`; returns the pod.
+async fn deploy(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -> Pod {
+    let d = app.build();
+    let name = d.metadata.name.clone().unwrap();
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    wait::for_some("the pod to be Ready on its node", LIMIT, || async {
+        let ready = ready_pods(client, ns, &name).await;
+        (ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(node)).then(|| ready[0].clone())
+    })
+    .await
+}
+
+/// An eviction of `pod` through `policy/<version>` (v1beta1 is what Cluster Autoscaler 1.36
+/// sends), with its UID as a precondition when given, as Karpenter sends it: the HTTP code and,
+/// when refused, the message. (The body is written here: kube's `evict` sends its delete
+/// options as `delete_options`, which the API server ignores.)
+async fn evict_as(
+    client: &Client,
+    ns: &str,
+    pod: &str,
+    version: &str,
+    uid: Option<&str>,
+) -> (u16, String) {
+    let mut body = json!({
+        "apiVersion": format!("policy/{version}"),
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": ns}
+    });
+    if let Some(uid) = uid {
+        body["deleteOptions"] = json!({"preconditions": {"uid": uid}});
+    }
+    let request = http::Request::post(format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    match client.request::<Value>(request).await {
+        Ok(_) => (201, String::new()),
+        Err(kube::Error::Api(status)) => (status.code, status.message.clone()),
+        Err(other) => panic!("evicting {pod} through policy/{version}: {other}"),
+    }
+}
+
+async fn evict(client: &Client, ns: &str, pod: &str, uid: Option<&str>) -> (u16, String) {
+    evict_as(client, ns, pod, "v1", uid).await
+}
+
+/// Waits until the API server sends evictions of `ns` to `op`'s webhook: dry-run evictions of
+/// `pod` (allowed, nothing happens) until the operator counts a review.
+async fn until_in_effect(client: &Client, op: &Operator, ns: &str, pod: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let dry_run = EvictParams {
+        post_options: PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        },
+        ..EvictParams::default()
+    };
+    wait::until("the API server to call the webhook", LIMIT, || async {
+        let _ = pods.evict(pod, &dry_run).await;
+        metric(
+            &op.metrics().await,
+            "disruption_guard_intercept_reviews_total",
+        ) > 0.0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn kubectl_drain_without_a_pdb_kills_the_lone_pod_without_the_webhook_and_moves_it_with_zero_downtime_with_it()
+ {
+    with_namespace(|client, ns| async move {
+        let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
+        create_ready_node(&client, &ns, &a).await;
+        let pod = deploy(&client, &ns, lone(&ns, "web").starts_in("2s"), &a).await;
+        create_ready_node(&client, &ns, &b).await;
+
+        // Without the webhook: the eviction is allowed at once, the pod dies, and the
+        // replacement takes its two seconds to become Ready.
+        let sampler = Sampler::start(&client, &ns, &["web"]);
+        let (ok_without, secs_without, stderr) = drain(&a, "60s").await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let without = sampler.finish().await;
+        assert!(ok_without, "{stderr}");
+        let out = kubectl().args(["uncordon", &a]).output().unwrap();
+        assert!(out.status.success());
+        let moved = wait::for_some("the replacement on the other node", LIMIT, || async {
+            let ready = ready_pods(&client, &ns, "web").await;
+            (ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(b.as_str()))
+                .then(|| ready[0].clone())
+        })
+        .await;
+        assert_ne!(moved.metadata.uid, pod.metadata.uid);
+
+        // With the webhook (on by default; no PDB, no window): the drain of the other node
+        // is held while the Deployment rolls out, then finds the old pod gone.
+        let op = Operator::intercepting(&ns, &[]).await;
+        let moved_name = moved.metadata.name.clone().unwrap();
+        until_in_effect(&client, &op, &ns, &moved_name).await;
+        let sampler = Sampler::start(&client, &ns, &["web"]);
+        let (ok_with, secs_with, stderr) = drain(&b, "60s").await;
+        let with = sampler.finish().await;
+
+        println!("                        without webhook    with webhook");
+        println!("drain finished          {ok_without:<18} {ok_with}");
+        println!("drain seconds           {secs_without:<18.1} {secs_with:.1}");
+        println!(
+            "samples (100 ms)        {:<18} {}",
+            without.rounds, with.rounds
+        );
+        println!(
+            "samples w/o ready pod   {:<18} {}",
+            without.downtime_samples(),
+            with.downtime_samples()
+        );
+        assert!(
+            without.downtime_samples() > 0,
+            "the control must see the pod die"
+        );
+        assert!(ok_with, "the drain completes with the webhook: {stderr}");
+        assert!(
+            stderr.contains("denied the request"),
+            "kubectl drain was held by the webhook: {stderr}"
+        );
+        assert_eq!(with.downtime_samples(), 0, "no sample without a ready pod");
+        let ready = ready_pods(&client, &ns, "web").await;
+        assert_eq!(ready.len(), 1);
+        assert_eq!(node_of(&ready[0]).as_deref(), Some(a.as_str()));
+
+        let metrics = op.metrics().await;
+        assert!(metric(&metrics, "disruption_guard_intercept_denied_total") >= 1.0);
+        assert_eq!(
+            metric(
+                &metrics,
+                "disruption_guard_intercept_rollouts_total{result=\"rolled_out\"}"
+            ),
+            1.0
+        );
+        wait::until(
+            "a RolledOutForEviction Event on the Deployment",
+            LIMIT,
+            || async {
+                events_about(&client, &ns, "web")
+                    .await
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("RolledOutForEviction"))
+            },
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_replay_of_cluster_autoscalers_drain_through_policy_v1beta1_every_10s_moves_the_pod_with_zero_downtime()
+ {
+    // A replay of what Cluster Autoscaler 1.36 does to a node it removes (not CA itself, whose
+    // module is not available here): taint ToBeDeletedByClusterAutoscaler and cordon, then
+    // wait --node-delete-delay-after-taint, then evict through policy/v1beta1 every 10 s until
+    // the pod is gone (at most 2 minutes).
+    with_namespace(|client, ns| async move {
+        let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
+        create_ready_node(&client, &ns, &a).await;
+        let pod = deploy(&client, &ns, lone(&ns, "api").starts_in("1s"), &a).await;
+        let name = pod.metadata.name.clone().unwrap();
+        create_ready_node(&client, &ns, &b).await;
+        let op = Operator::intercepting(&ns, &[]).await;
+        until_in_effect(&client, &op, &ns, &name).await;
+
+        let now = jiff::Timestamp::now().as_second().to_string();
+        let out = kubectl()
+            .args([
+                "taint",
+                "node",
+                &a,
+                &format!("ToBeDeletedByClusterAutoscaler={now}:NoSchedule"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        cordon(&a);
+        // --node-delete-delay-after-taint (5 s by default) before the first eviction.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+
+        let sampler = Sampler::start(&client, &ns, &["api"]);
+        let started = Instant::now();
+        let mut answers = Vec::new();
+        loop {
+            let (code, _) = evict_as(&client, &ns, &name, "v1beta1", None).await;
+            answers.push(code);
+            if code != 429 || started.elapsed() > Duration::from_secs(120) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+        wait::until("a ready pod on the other node", LIMIT, || async {
+            let ready = ready_pods(&client, &ns, "api").await;
+            ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(b.as_str())
+        })
+        .await;
+        let samples = sampler.finish().await;
+        println!(
+            "answers to the replayed evictions: {answers:?} over {:.1} s; {} of {} samples without a ready pod",
+            started.elapsed().as_secs_f64(),
+            samples.downtime_samples(),
+            samples.rounds
+        );
+        assert_eq!(answers[0], 429, "the first eviction is held");
+        assert_eq!(
+            *answers.last().unwrap(),
+            404,
+            "a later retry finds the pod gone (the Deployment removed it)"
+        );
+        assert_eq!(samples.downtime_samples(), 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_surge_pod_that_never_becomes_ready_holds_the_eviction_only_until_the_timeout() {
+    with_namespace(|client, ns| async move {
+        let a = format!("{ns}-a");
+        create_ready_node(&client, &ns, &a).await;
+        // Pinned to its node: once the node is cordoned the surge pod can never be scheduled.
+        let app = support::fixtures::deployment("stuck")
+            .node_selector("disruption-guard.io/test-node", &a);
+        let pod = deploy(&client, &ns, app, &a).await;
+        let name = pod.metadata.name.clone().unwrap();
+        // Cordoned before the operator starts, so its caches hold the signal when it is ready.
+        cordon(&a);
+        let op = Operator::intercepting(&ns, &["--intercept-timeout=4s"]).await;
+        until_in_effect(&client, &op, &ns, &name).await;
+
+        let started = Instant::now();
+        let mut held = 0;
+        let let_through = loop {
+            let (code, message) = evict(&client, &ns, &name, None).await;
+            if code != 429 {
+                break started.elapsed();
+            }
+            assert!(message.contains("denied the request"), "{message}");
+            held += 1;
+            assert!(started.elapsed() < LIMIT, "never let through");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        println!(
+            "held {held} times, let through after {:.1} s (--intercept-timeout=4s)",
+            let_through.as_secs_f64()
+        );
+        assert!(held > 0, "the eviction was held first");
+        // The hold is dated by the rollout's `restartedAt` (RFC 3339, whole seconds, so every
+        // replica agrees on it): the timeout ends up to a second before 4 s after the first hold.
+        assert!(let_through >= Duration::from_secs(3), "{let_through:?}");
+        let metrics = op.metrics().await;
+        assert_eq!(
+            metric(&metrics, "disruption_guard_intercept_timeouts_total"),
+            1.0
+        );
+        wait::until(
+            "a Warning Event EvictionAllowedAfterTimeout on the pod",
+            LIMIT,
+            || async {
+                events_about(&client, &ns, &name).await.iter().any(|e| {
+                    e.reason.as_deref() == Some("EvictionAllowedAfterTimeout")
+                        && e.type_.as_deref() == Some("Warning")
+                })
+            },
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn recreate_deployments_and_evictions_of_gone_or_other_pods_are_let_through_at_once() {
+    with_namespace(|client, ns| async move {
+        let a = format!("{ns}-a");
+        create_ready_node(&client, &ns, &a).await;
+        let recreate = deploy(&client, &ns, lone(&ns, "recreate").recreate(), &a).await;
+        let surging = deploy(&client, &ns, lone(&ns, "surging").starts_in("1s"), &a).await;
+        cordon(&a);
+        let op = Operator::intercepting(&ns, &[]).await;
+        let surging_name = surging.metadata.name.clone().unwrap();
+        until_in_effect(&client, &op, &ns, &surging_name).await;
+
+        // Another pod's UID as the precondition: the webhook lets it through (the API server
+        // then refuses it with 409: the precondition failed), never 429.
+        let (code, message) = evict(&client, &ns, &surging_name, Some("not-its-uid")).await;
+        assert_eq!(code, 409, "{message}");
+        // A pod that does not exist: 404, not 429.
+        let (code, message) = evict(&client, &ns, "no-such-pod", None).await;
+        assert_eq!(code, 404, "{message}");
+        // A Recreate Deployment cannot be saved by a rollout: evicted at once.
+        let name = recreate.metadata.name.clone().unwrap();
+        let (code, message) = evict(&client, &ns, &name, None).await;
+        assert_eq!(code, 201, "{message}");
+
+        let metrics = op.metrics().await;
+        for reason in ["uid_mismatch", "pod_gone", "recreate"] {
+            assert_eq!(
+                metric(
+                    &metrics,
+                    &format!("disruption_guard_intercept_allowed_total{{reason=\"{reason}\"}}")
+                ),
+                1.0,
+                "{reason}"
+            );
+        }
+        assert_eq!(
+            metric(&metrics, "disruption_guard_intercept_denied_total"),
+            0.0
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn with_the_operator_killed_an_eviction_is_answered_as_without_the_guard() {
+    with_namespace(|client, ns| async move {
+        let a = format!("{ns}-a");
+        create_ready_node(&client, &ns, &a).await;
+        let pod = deploy(&client, &ns, lone(&ns, "web"), &a).await;
+        let name = pod.metadata.name.clone().unwrap();
+        cordon(&a);
+        let mut op = Operator::intercepting(&ns, &[]).await;
+        until_in_effect(&client, &op, &ns, &name).await;
+        op.kill();
+        let registered = kubectl()
+            .args([
+                "get",
+                "validatingwebhookconfiguration",
+                op.webhook().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            registered.status.success(),
+            "the registration stays while the operator is down"
+        );
+
+        let started = Instant::now();
+        let (code, message) = evict(&client, &ns, &name, None).await;
+        let took = started.elapsed();
+        println!(
+            "eviction with the webhook registered and the operator SIGKILLed: {code} in {:.0} ms",
+            took.as_secs_f64() * 1000.0
+        );
+        assert_eq!(code, 201, "allowed, as without the guard: {message}");
+        assert!(
+            took < Duration::from_secs(5),
+            "bounded by the webhook's timeoutSeconds (5 s)"
+        );
+    })
+    .await;
+}
