@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{EvictParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
-use serde_json::{Value, json};
 use support::drain::{Sampler, cordon, drain, events_about, lone, metric, node_of};
 use support::fixtures::DeploymentBuilder;
+use support::intercept::{evict, evict_as, until_in_effect};
 use support::operator::Operator;
 use support::pods::ready_pods;
 use support::{create_ready_node, kubectl, wait, with_namespace};
@@ -39,61 +39,6 @@ async fn deploy(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -
         (ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(node)).then(|| ready[0].clone())
     })
     .await
-}
-
-/// An eviction of `pod` through `policy/<version>` (v1beta1 is what Cluster Autoscaler 1.36
-/// sends), with its UID as a precondition when given, as Karpenter sends it: the HTTP code and,
-/// when refused, the message. (The body is written here: kube's `evict` sends its delete
-/// options as `delete_options`, which the API server ignores.)
-async fn evict_as(
-    client: &Client,
-    ns: &str,
-    pod: &str,
-    version: &str,
-    uid: Option<&str>,
-) -> (u16, String) {
-    let mut body = json!({
-        "apiVersion": format!("policy/{version}"),
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": ns}
-    });
-    if let Some(uid) = uid {
-        body["deleteOptions"] = json!({"preconditions": {"uid": uid}});
-    }
-    let request = http::Request::post(format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"))
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    match client.request::<Value>(request).await {
-        Ok(_) => (201, String::new()),
-        Err(kube::Error::Api(status)) => (status.code, status.message.clone()),
-        Err(other) => panic!("evicting {pod} through policy/{version}: {other}"),
-    }
-}
-
-async fn evict(client: &Client, ns: &str, pod: &str, uid: Option<&str>) -> (u16, String) {
-    evict_as(client, ns, pod, "v1", uid).await
-}
-
-/// Waits until the API server sends evictions of `ns` to `op`'s webhook: dry-run evictions of
-/// `pod` (allowed, nothing happens) until the operator counts a review.
-async fn until_in_effect(client: &Client, op: &Operator, ns: &str, pod: &str) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let dry_run = EvictParams {
-        post_options: PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        },
-        ..EvictParams::default()
-    };
-    wait::until("the API server to call the webhook", LIMIT, || async {
-        let _ = pods.evict(pod, &dry_run).await;
-        metric(
-            &op.metrics().await,
-            "disruption_guard_intercept_reviews_total",
-        ) > 0.0
-    })
-    .await;
 }
 
 #[tokio::test]

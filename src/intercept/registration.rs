@@ -14,7 +14,10 @@
 //! - `namespaceSelector`: namespaces labelled `disruption-guard.io/intercept-evictions: "false"` opt out
 //!   (and, with `--namespaces`, only those namespaces are sent). An `objectSelector` would match
 //!   the Eviction's labels, not the pod's, so none is set.
-//! - `matchConditions`: the operator's own user is exempt.
+//! - `matchConditions`: the operator's own user is exempt when it is a ServiceAccount (its own
+//!   identity, as the chart runs it). The operator never evicts, so this only guards against a
+//!   loop; a person's or a tool's user shared with the operator (the admin kubeconfig of
+//!   `make run`) is not exempted, or their drains would go unseen.
 //! - `sideEffects: NoneOnDryRun`: the webhook records what it saw (metrics, Events), except for
 //!   dry runs.
 //! - `clientConfig`: the operator's Service in a cluster; outside one (`make run`), a loopback
@@ -66,7 +69,7 @@ pub struct Registration {
     pub endpoint: Endpoint,
     /// Seconds the API server waits for an answer (1–30).
     pub timeout_seconds: i32,
-    /// The operator's own user name (see [`own_username`]): its evictions are not sent.
+    /// The user whose evictions are not sent: the operator's own, when [`exempt_user`] says so.
     pub own_username: Option<String>,
     /// Only evictions in these namespaces are sent (`--namespaces`); every namespace when empty.
     pub namespaces: Vec<String>,
@@ -89,6 +92,12 @@ impl Registration {
 /// environment): the webhook is then reached through its Service, otherwise on loopback.
 pub fn in_cluster() -> bool {
     std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+}
+
+/// The user whose evictions are not sent: the operator's own, when it is a ServiceAccount
+/// (a dedicated identity); a user name shared with people or tools is never exempted.
+pub fn exempt_user(own: Option<&str>) -> Option<&str> {
+    own.filter(|user| user.starts_with("system:serviceaccount:"))
 }
 
 /// The `ValidatingWebhookConfiguration` for `registration`, trusting `ca_bundle` (PEM).
@@ -348,6 +357,17 @@ mod tests {
         };
         let config = serde_json::to_value(build(&unknown, CA)).unwrap();
         assert!(config["webhooks"][0].get("matchConditions").is_none());
+    }
+
+    #[test]
+    fn only_a_service_account_of_its_own_is_exempted() {
+        // `make run` with the admin kubeconfig: the admin's `kubectl drain` must be seen.
+        assert_eq!(exempt_user(Some("kubernetes-admin")), None);
+        assert_eq!(exempt_user(None), None);
+        assert_eq!(
+            exempt_user(Some("system:serviceaccount:guard:disruption-guard")),
+            Some("system:serviceaccount:guard:disruption-guard")
+        );
     }
 
     #[test]

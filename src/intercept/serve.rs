@@ -97,7 +97,8 @@ async fn set_up(
     let me = registration::own_username(&runtime.client)
         .await
         .context("asking the API server who the operator is (SelfSubjectReview)")?;
-    let mut registration = Registration::new(endpoint, me, runtime.namespaces.to_vec());
+    let exempt = registration::exempt_user(me.as_deref()).map(str::to_string);
+    let mut registration = Registration::new(endpoint, exempt, runtime.namespaces.to_vec());
     registration.name = args.intercept_webhook.clone();
     let (resolver, bundle) = tls::load(&runtime.client, secret, Some(&registration)).await?;
     Ok((registration, resolver, bundle))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real operator run for the dashboard picture: two operator replicas (leader election) on the
 # test cluster, scraped every 5 s by a real Prometheus, while a scripted scenario opens, closes
-# and lets windows expire, drains a node under a protected lone pod, sends bad API requests and
-# kills the leader. Then dashboard-data.py queries every dashboard panel from that Prometheus.
+# and lets windows expire, drains a node under a protected lone pod, sends bad API requests,
+# kills the leader, and drains a node under an unprotected lone pod (the eviction webhook). Then dashboard-data.py queries every dashboard panel from that Prometheus.
 #
 # Usage: KUBECONFIG=… tests/chart/dashboard-run.sh OUT_DATA.json
 # Needs: the test cluster (tests/cluster/up), target/debug/disruption-guard, `prometheus` on PATH
@@ -32,12 +32,13 @@ trap cleanup EXIT
 "$bin" crd | "$kubectl" apply --server-side --force-conflicts -f - >/dev/null
 "$kubectl" create namespace "$ns" >/dev/null
 
-declare -A api admin pid_of
+declare -A api admin hook pid_of
 start_replica() {
   local id="$1"
-  [ -n "${api[$id]:-}" ] || { api[$id]="$(port)"; admin[$id]="$(port)"; }
+  [ -n "${api[$id]:-}" ] || { api[$id]="$(port)"; admin[$id]="$(port)"; hook[$id]="$(port)"; }
   "$bin" --log-format=text operator --namespaces="$ns" --insecure-no-auth \
     --api-addr="127.0.0.1:${api[$id]}" --admin-addr="127.0.0.1:${admin[$id]}" \
+    --intercept-port="${hook[$id]}" --intercept-namespace="$ns" \
     --leader-election --leader-election-namespace="$ns" --leader-election-identity="$id" \
     --lease-duration-seconds=5 --retention=3m >>"$work/operator-$id.log" 2>&1 &
   pid_of[$id]=$!
@@ -87,7 +88,23 @@ deployment web 1 '{type: RollingUpdate}'
 deployment api 1 '{type: RollingUpdate}'
 deployment queue 1 '{type: Recreate}'
 deployment batch 3 '{type: RollingUpdate}'
-"$kubectl" -n "$ns" rollout status deployment/web deployment/api deployment/queue deployment/batch --timeout=60s >/dev/null
+# A lone replica no window selects and no PDB protects: only the eviction webhook saves it.
+"$kubectl" -n "$ns" apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: worker}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: worker}}
+  template:
+    metadata:
+      labels: {app: worker}
+      annotations: {pod-ready.stage.kwok.x-k8s.io/delay: 3s}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: app, image: registry.invalid/app:1}]
+EOF
+"$kubectl" -n "$ns" rollout status deployment/web deployment/api deployment/queue deployment/batch deployment/worker --timeout=60s >/dev/null
 
 leader() { "$kubectl" -n "$ns" get lease disruption-guard -o jsonpath='{.spec.holderIdentity}'; }
 call() { # method path [body]: any replica answers; the first one that is up
@@ -132,6 +149,12 @@ close e2e-2
 open '{"name": "e2e-3", "selector": "app=web", "ttl": "20m", "reason": "e2e run 3"}'
 for _ in $(seq 1 6); do noise; sleep 10; done
 close e2e-3
+
+log "the node of the lone worker pod drains (kubectl drain, no PDB, no window)"
+worker_node="$("$kubectl" -n "$ns" get pods -l app=worker -o jsonpath='{.items[0].spec.nodeName}')"
+"$kubectl" drain "$worker_node" --ignore-daemonsets --delete-emptydir-data --timeout=90s >/dev/null 2>&1 || true
+for _ in $(seq 1 3); do noise; sleep 10; done
+"$kubectl" uncordon "$worker_node" >/dev/null
 sleep 30
 end="$(date +%s)"
 
@@ -139,6 +162,6 @@ log "querying the dashboard's panels over $((end - begin)) s"
 python3 "$root/tests/chart/dashboard-data.py" "http://127.0.0.1:$prom_port" \
   "$root/charts/disruption-guard/dashboards/disruption-guard.json" "$begin" "$end" \
   --var job=disruption-guard --var "namespace=$ns" --var "cluster=.*" \
-  --source "Data: a real scrape (every 5 s, Prometheus) of two operator replicas on the local test cluster during a scripted $(( (end - begin) / 60 ))-minute run: windows opened, closed and expired, a drain under a protected lone pod, a leader killed." \
+  --source "Data: a real scrape (every 5 s, Prometheus) of two operator replicas on the local test cluster during a scripted $(( (end - begin) / 60 ))-minute run: windows opened, closed and expired, a drain under a protected lone pod, a leader killed, a drain under an unprotected lone pod." \
   >"$out"
 log "wrote $out"

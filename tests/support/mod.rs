@@ -10,6 +10,7 @@ pub mod chart_identity;
 pub mod drain;
 pub mod examples;
 pub mod fixtures;
+pub mod intercept;
 pub mod karpenter;
 pub mod operator;
 pub mod pods;
