@@ -48,9 +48,13 @@ pub struct DigestSpec {
 pub struct DigestStatus {
     pub phase: Option<String>,
     pub start_time: Option<Time>,
-    /// Only `DisruptionTarget`, and `Ready`'s type and status, are kept once
-    /// [`PodDigest::trim`] ran.
+    /// Only `DisruptionTarget` (rare) is kept once [`PodDigest::trim`] ran; `Ready` moves to
+    /// [`DigestStatus::ready`].
     pub conditions: Option<Vec<PodCondition>>,
+    /// The `Ready` condition's status (`None`: the pod has none), once trimmed: a flag instead
+    /// of a condition per pod (about 250 bytes each, 2.4 MiB at 10,000 pods).
+    #[serde(skip)]
+    pub ready: Option<bool>,
     pub container_statuses: Option<Vec<RestartCount>>,
 }
 
@@ -88,19 +92,15 @@ impl Resource for PodDigest {
 }
 
 impl PodDigest {
-    /// Drops the conditions nothing reads, and all of `Ready` but its status (other managers'
-    /// managedFields entries are never read in the first place: see
+    /// Drops the conditions nothing reads, and keeps of `Ready` only whether it is `True`
+    /// (other managers' managedFields entries are never read in the first place: see
     /// [`digest_meta`](super::digest_meta)).
     pub fn trim(&mut self) {
         if let Some(conditions) = self.status.conditions.as_mut() {
-            conditions.retain(|c| c.type_ == DISRUPTION_TARGET || c.type_ == READY);
-            for c in conditions.iter_mut().filter(|c| c.type_ == READY) {
-                *c = PodCondition {
-                    type_: READY.into(),
-                    status: std::mem::take(&mut c.status),
-                    ..PodCondition::default()
-                };
+            if let Some(ready) = conditions.iter().find(|c| c.type_ == READY) {
+                self.status.ready = Some(ready.status == "True");
             }
+            conditions.retain(|c| c.type_ == DISRUPTION_TARGET);
             if conditions.is_empty() {
                 self.status.conditions = None;
             }
@@ -124,7 +124,7 @@ impl PodDigest {
             status: Some(PodStatus {
                 phase: status.phase.clone(),
                 start_time: status.start_time.clone(),
-                conditions: status.conditions.clone(),
+                conditions: conditions(status),
                 container_statuses: status.container_statuses.as_ref().map(|c| {
                     c.iter()
                         .map(|c| ContainerStatus {
@@ -138,6 +138,18 @@ impl PodDigest {
             }),
         }
     }
+}
+
+/// The digest's conditions as a pod has them: `Ready` (type and status) first, if known.
+fn conditions(status: &DigestStatus) -> Option<Vec<PodCondition>> {
+    let ready = status.ready.map(|ready| PodCondition {
+        type_: READY.into(),
+        status: if ready { "True" } else { "False" }.into(),
+        ..PodCondition::default()
+    });
+    let mut all: Vec<PodCondition> = ready.into_iter().collect();
+    all.extend(status.conditions.iter().flatten().cloned());
+    (!all.is_empty()).then_some(all)
 }
 
 #[cfg(test)]
