@@ -285,6 +285,18 @@ async fn recreate_deployments_and_evictions_of_gone_or_other_pods_are_let_throug
             metric(&metrics, "disruption_guard_intercept_denied_total"),
             0.0
         );
+        wait::until(
+            "a Warning Event EvictionRolloutSkipped on the Recreate pod",
+            LIMIT,
+            || async {
+                events_about(&client, &ns, &name).await.iter().any(|e| {
+                    e.reason.as_deref() == Some("EvictionRolloutSkipped")
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.note.as_deref().is_some_and(|n| n.contains("(recreate)"))
+                })
+            },
+        )
+        .await;
     })
     .await;
 }

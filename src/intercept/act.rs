@@ -19,7 +19,7 @@ use super::decide::Hold;
 use super::denials::{Denials, Key};
 use super::handler::Actions;
 use crate::k8s::signals::Signal;
-use crate::k8s::workload::{self, Chain, Surge};
+use crate::k8s::workload::{self, Chain, SkipReason, Surge};
 use crate::resources::PodDigest;
 use crate::runtime::events::Note;
 use crate::runtime::rollout::{Cause, Check, Fresh, Outcome, Rollouts};
@@ -49,6 +49,11 @@ impl Actions for Arc<Actor> {
     fn report_timeout(&self, hold: &Hold, since: Timestamp) {
         let (actor, hold) = (self.clone(), hold.clone());
         tokio::spawn(async move { actor.warn_timeout(&hold, since).await });
+    }
+
+    fn report_skip(&self, pod: &ObjectReference, reason: SkipReason) {
+        let (actor, pod) = (self.clone(), pod.clone());
+        tokio::spawn(async move { actor.publish_skip(&pod, reason).await });
     }
 }
 
@@ -175,6 +180,29 @@ impl Actor {
             .events()
             .publish(&pod_reference(hold), note)
             .await;
+    }
+
+    /// The Event for an eviction let through at once because a rollout cannot save the pod: a
+    /// Warning when a person should look at it, as the drain watcher's skips.
+    async fn publish_skip(&self, pod: &ObjectReference, reason: SkipReason) {
+        let type_ = if reason.warns() {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let note = Note {
+            type_,
+            reason: "EvictionRolloutSkipped",
+            action: ACTION,
+            note: format!(
+                "Eviction let through at once although the node is being disrupted: a rollout \
+                 cannot start a new pod first: {} ({})",
+                reason.explain(),
+                reason.as_str()
+            ),
+            secondary: None,
+        };
+        self.rollouts.events().publish(pod, note).await;
     }
 
     /// Warning Events on the pod and the Deployment: the eviction was let through.

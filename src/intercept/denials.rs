@@ -5,6 +5,9 @@
 //! restart, that a rollout is under way and since when (see [`super::decide`]).
 //!
 //! Entries go when the held pod is gone, or after [`FORGET_AFTER`] whatever happened.
+//!
+//! [`Skips`] remembers, the same way, which pods' evictions were let through because a rollout
+//! cannot save them, so each (pod, reason) gets one Event.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -162,5 +165,41 @@ mod tests {
         let other = ("e".to_string(), "n".to_string());
         d.deny(&other, t("2026-01-01T01:00:00Z"), false);
         assert_eq!(d.recall(&key()), Memory::default());
+    }
+}
+
+/// The (pod uid, reason) pairs already reported as let through because a rollout cannot save
+/// the pod, with when; kept for [`FORGET_AFTER`].
+#[derive(Debug, Default)]
+pub struct Skips {
+    reported: Mutex<HashMap<(String, &'static str), Timestamp>>,
+}
+
+impl Skips {
+    /// Records a skip of `pod_uid` for `reason` at `now`; true the first time (worth an Event).
+    pub fn first(&self, pod_uid: &str, reason: &'static str, now: Timestamp) -> bool {
+        let mut reported = self.reported.lock().expect("skips lock");
+        let forget = SignedDuration::try_from(FORGET_AFTER).unwrap_or(SignedDuration::MAX);
+        reported.retain(|_, at| now.duration_since(*at) < forget);
+        reported
+            .insert((pod_uid.to_string(), reason), now)
+            .is_none()
+    }
+}
+
+#[cfg(test)]
+mod skip_tests {
+    use super::*;
+
+    #[test]
+    fn a_skip_is_reported_once_per_pod_and_reason_until_forgotten() {
+        let skips = Skips::default();
+        let t0: Timestamp = "2026-03-01T10:00:00Z".parse().unwrap();
+        assert!(skips.first("p1", "recreate", t0));
+        assert!(!skips.first("p1", "recreate", t0));
+        assert!(skips.first("p2", "recreate", t0));
+        assert!(skips.first("p1", "paused", t0));
+        let later = t0 + SignedDuration::try_from(FORGET_AFTER).unwrap();
+        assert!(skips.first("p1", "recreate", later));
     }
 }

@@ -21,19 +21,19 @@ use axum::routing::post;
 use axum::{Json, Router};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference};
 use kube::core::admission::AdmissionReview;
 use kube::core::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{debug, info, warn};
 
 use super::InterceptMetrics;
-use super::decide::{self, Eviction, Facts, Hold, Verdict};
-use super::denials::{Denials, Key};
+use super::decide::{self, AllowReason, Eviction, Facts, Hold, Verdict};
+use super::denials::{Denials, Key, Skips};
 use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, TIMEOUT};
 use super::review::{self, Parsed};
 use crate::k8s::signals::Signal;
-use crate::k8s::workload;
+use crate::k8s::workload::{self, SkipReason};
 use crate::resources::PodDigest;
 use crate::resources::names::INTERCEPT_EVICTIONS;
 use crate::runtime::{in_scope, lookup};
@@ -47,6 +47,9 @@ pub trait Actions: Send + Sync {
     fn start_rollout(&self, hold: &Hold, key: Key);
     /// Reports an eviction let through after the timeout (spawned; returns at once).
     fn report_timeout(&self, hold: &Hold, since: Timestamp);
+    /// Reports an eviction let through at once because a rollout cannot save the pod, on a
+    /// node being disrupted (spawned; returns at once).
+    fn report_skip(&self, pod: &ObjectReference, reason: SkipReason);
 }
 
 /// The caches the answers read.
@@ -79,6 +82,8 @@ pub struct InterceptState {
     pub stores: Stores,
     pub settings: Arc<Settings>,
     pub denials: Arc<Denials>,
+    /// The pods already reported as let through because a rollout cannot save them.
+    pub skips: Arc<Skips>,
     pub metrics: Arc<InterceptMetrics>,
     pub actions: Arc<dyn Actions>,
     /// True once every cache holds its first list; until then every eviction is allowed.
@@ -136,6 +141,9 @@ impl InterceptState {
             Verdict::Allow(reason) => {
                 debug!(namespace = %ns, pod = %pod, reason = reason.as_str(), "eviction allowed");
                 metrics.allow(reason.as_str());
+                if let AllowReason::Cannot(skip) = reason {
+                    self.report_skip(&eviction, skip, now);
+                }
                 review::allow(&request)
             }
             Verdict::Deny {
@@ -167,6 +175,32 @@ impl InterceptState {
                 }
                 review::allow(&request)
             }
+        }
+    }
+
+    /// One Event per (pod, reason) for an eviction a rollout cannot save (never for a dry run).
+    fn report_skip(&self, eviction: &Eviction, skip: SkipReason, now: Timestamp) {
+        if eviction.dry_run {
+            return;
+        }
+        let Some(pod) = self
+            .stores
+            .pods
+            .get(&ObjectRef::new(&eviction.name).within(&eviction.namespace))
+        else {
+            return;
+        };
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if self.skips.first(&uid, skip.as_str(), now) {
+            let reference = ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(eviction.namespace.clone()),
+                name: Some(eviction.name.clone()),
+                uid: Some(uid),
+                ..ObjectReference::default()
+            };
+            self.actions.report_skip(&reference, skip);
         }
     }
 

@@ -14,6 +14,7 @@ use tower::ServiceExt;
 struct Recorded {
     rollouts: Mutex<Vec<Key>>,
     timeouts: Mutex<Vec<String>>,
+    skips: Mutex<Vec<(String, SkipReason)>>,
 }
 
 impl Actions for Recorded {
@@ -22,6 +23,10 @@ impl Actions for Recorded {
     }
     fn report_timeout(&self, hold: &Hold, _since: Timestamp) {
         self.timeouts.lock().unwrap().push(hold.target.pod.clone());
+    }
+    fn report_skip(&self, pod: &ObjectReference, reason: SkipReason) {
+        let name = pod.name.clone().unwrap_or_default();
+        self.skips.lock().unwrap().push((name, reason));
     }
 }
 
@@ -92,6 +97,7 @@ fn fixture(strategy: Value, opted_out_namespace: bool) -> Fixture {
             namespaces: Arc::from(Vec::new()),
         }),
         denials: Arc::default(),
+        skips: Arc::default(),
         metrics: Arc::default(),
         actions: actions.clone(),
         synced: Arc::new(AtomicBool::new(true)),
@@ -258,6 +264,21 @@ async fn an_opted_out_namespace_and_a_recreate_deployment_are_allowed() {
     let response = post(&f.state, body("v1", "web-abc", json!({}), false)).await;
     assert_eq!(response["allowed"], true);
     assert!(metrics(&f.state).contains("intercept_allowed_total{reason=\"recreate\"} 1\n"));
+    // One Event per pod and reason, however often the drainer retries; none for a dry run.
+    post(&f.state, body("v1", "web-abc", json!({}), false)).await;
+    post(&f.state, body("v1", "web-abc", json!({}), true)).await;
+    assert_eq!(
+        *f.actions.skips.lock().unwrap(),
+        [("web-abc".to_string(), SkipReason::Recreate)]
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_of_a_pod_a_rollout_cannot_save_reports_nothing() {
+    let f = fixture(json!({"type": "Recreate"}), false);
+    let response = post(&f.state, body("v1", "web-abc", json!({}), true)).await;
+    assert_eq!(response["allowed"], true);
+    assert!(f.actions.skips.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -169,6 +169,7 @@ where
             namespaces: runtime.namespaces.clone(),
         }),
         denials,
+        skips: Arc::new(denials::Skips::default()),
         metrics,
         actions: Arc::new(actor),
         synced: synced.clone(),
