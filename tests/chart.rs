@@ -99,28 +99,57 @@ fn crd_owner() -> Option<String> {
 const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus-operator@v0.85.0";
 const PROMETHEUS_OPERATOR_SUM: &str = "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s=";
 
-/// The ServiceMonitor and PrometheusRule CRDs, as JSON, from the prometheus-operator module
-/// (downloaded through the Go module proxy into the module cache, checksum verified).
-fn monitoring_crds() -> Vec<u8> {
+/// The cert-manager release whose CRDs (Issuer, Certificate) the chart's webhook certificate
+/// option (`intercept.certManager`) is checked against, and its Go module checksum.
+const CERT_MANAGER: &str = "github.com/cert-manager/cert-manager@v1.21.2";
+const CERT_MANAGER_SUM: &str = "h1:UWgoYM+KLNtRlqmoWOKjKBOBUPVHeepQ6/ac3ERJW68=";
+
+/// CRDs from a Go module (downloaded through the Go module proxy into the module cache,
+/// checksum verified): `files` under `dir` of the module, as one JSON list.
+fn module_crds(module: &str, sum: &str, dir: &str, files: &[&str]) -> Vec<u8> {
     let out = run(Command::new("go")
-        .args(["mod", "download", "-json", PROMETHEUS_OPERATOR])
+        .args(["mod", "download", "-json", module])
         .current_dir(env!("CARGO_TARGET_TMPDIR")));
-    let module: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        module["Sum"], PROMETHEUS_OPERATOR_SUM,
-        "{PROMETHEUS_OPERATOR} is not the pinned module"
-    );
-    let dir = Path::new(module["Dir"].as_str().unwrap()).join("example/prometheus-operator-crd");
-    let crds: Vec<serde_json::Value> = ["servicemonitors", "podmonitors", "prometheusrules"]
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["Sum"], sum, "{module} is not the pinned module");
+    let dir = Path::new(info["Dir"].as_str().unwrap()).join(dir);
+    let crds: Vec<serde_json::Value> = files
         .iter()
-        .map(|plural| {
-            let path = dir.join(format!("monitoring.coreos.com_{plural}.yaml"));
+        .map(|file| {
+            let path = dir.join(file);
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
             serde_saphyr::from_str(&text).unwrap()
         })
         .collect();
     serde_json::to_vec(&crds).unwrap()
+}
+
+/// The ServiceMonitor, PodMonitor and PrometheusRule CRDs, as JSON.
+fn monitoring_crds() -> Vec<u8> {
+    module_crds(
+        PROMETHEUS_OPERATOR,
+        PROMETHEUS_OPERATOR_SUM,
+        "example/prometheus-operator-crd",
+        &[
+            "monitoring.coreos.com_servicemonitors.yaml",
+            "monitoring.coreos.com_podmonitors.yaml",
+            "monitoring.coreos.com_prometheusrules.yaml",
+        ],
+    )
+}
+
+/// cert-manager's Issuer and Certificate CRDs, as JSON.
+fn cert_manager_crds() -> Vec<u8> {
+    module_crds(
+        CERT_MANAGER,
+        CERT_MANAGER_SUM,
+        "deploy/crds",
+        &[
+            "cert-manager.io_issuers.yaml",
+            "cert-manager.io_certificates.yaml",
+        ],
+    )
 }
 
 /// Runs tests/chart/openapi-to-jsonschema.py with `args`, feeding it `input`.
@@ -140,7 +169,7 @@ fn generate_schemas(args: &[&std::ffi::OsStr], input: &[u8]) {
 }
 
 /// kubeconform schemas generated once from the test cluster's /openapi/v2 and the
-/// prometheus-operator CRDs.
+/// prometheus-operator and cert-manager CRDs.
 fn schemas() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -148,6 +177,7 @@ fn schemas() -> &'static Path {
         let openapi = run(support::kubectl().args(["get", "--raw", "/openapi/v2"])).stdout;
         generate_schemas(&[dir.as_os_str()], &openapi);
         generate_schemas(&["--crds".as_ref(), dir.as_os_str()], &monitoring_crds());
+        generate_schemas(&["--crds".as_ref(), dir.as_os_str()], &cert_manager_crds());
         dir
     })
 }
@@ -776,15 +806,17 @@ async fn helm_install_with_default_values_succeeds_in_the_test_cluster() {
 
 #[tokio::test]
 async fn helm_install_with_everything_enabled_succeeds_in_the_test_cluster() {
-    // The prometheus-operator CRDs make the cluster accept (and validate) the ServiceMonitor
-    // and PrometheusRule; the dashboard ConfigMap goes to the test namespace.
+    // The prometheus-operator and cert-manager CRDs make the cluster accept (and validate) the
+    // ServiceMonitor, PrometheusRule and the webhook's Certificate; the dashboard ConfigMap goes
+    // to the test namespace.
+    let mut crds: Vec<serde_json::Value> = serde_json::from_slice(&monitoring_crds()).unwrap();
+    crds.extend(serde_json::from_slice::<Vec<serde_json::Value>>(&cert_manager_crds()).unwrap());
     let mut apply = support::kubectl()
         .args(["apply", "--server-side", "--force-conflicts", "-f", "-"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let crds: Vec<serde_json::Value> = serde_json::from_slice(&monitoring_crds()).unwrap();
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds});
     use std::io::Write;
     apply
@@ -793,15 +825,14 @@ async fn helm_install_with_everything_enabled_succeeds_in_the_test_cluster() {
         .unwrap()
         .write_all(&serde_json::to_vec(&list).unwrap())
         .unwrap();
-    assert!(
-        apply.wait().unwrap().success(),
-        "applying the monitoring CRDs"
-    );
+    assert!(apply.wait().unwrap().success(), "applying the CRDs");
     run(support::kubectl().args([
         "wait",
         "--for=condition=Established",
         "crd/servicemonitors.monitoring.coreos.com",
         "crd/prometheusrules.monitoring.coreos.com",
+        "crd/certificates.cert-manager.io",
+        "crd/issuers.cert-manager.io",
         "--timeout=30s",
     ]));
     let _crd = crd_lock().await;

@@ -340,3 +340,89 @@ async fn with_the_operator_killed_an_eviction_is_answered_as_without_the_guard()
     })
     .await;
 }
+
+/// What cert-manager's self-signed Issuer writes for a Certificate: `tls.crt`, `tls.key` and
+/// `ca.crt` (the certificate itself), here made with openssl for the loopback address.
+fn cert_manager_like_secret(name: &str) -> k8s_openapi::api::core::v1::Secret {
+    let dir = std::env::temp_dir().join(format!("dg-cert-{name}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (key, cert) = (dir.join("tls.key"), dir.join("tls.crt"));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args([
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=disruption-guard-webhook",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (key, cert) = (std::fs::read(key).unwrap(), std::fs::read(cert).unwrap());
+    let bytes = |b: &[u8]| k8s_openapi::ByteString(b.to_vec());
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "type": "kubernetes.io/tls",
+    }))
+    .map(|mut s: k8s_openapi::api::core::v1::Secret| {
+        s.data = Some(
+            [("tls.crt", &cert), ("tls.key", &key), ("ca.crt", &cert)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), bytes(v)))
+                .collect(),
+        );
+        s
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn with_a_certificate_kept_by_cert_manager_the_webhook_serves_it_and_never_writes_it() {
+    with_namespace(|client, ns| async move {
+        let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
+        create_ready_node(&client, &ns, &a).await;
+        let pod = deploy(&client, &ns, lone(&ns, "web").starts_in("1s"), &a).await;
+        let name = pod.metadata.name.clone().unwrap();
+        create_ready_node(&client, &ns, &b).await;
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+        // The Secret the chart names (its RBAC lets the operator read only that one).
+        let secret_name = format!("{}-webhook-tls", support::chart_identity::fullname(&ns));
+        let written = secrets
+            .create(
+                &PostParams::default(),
+                &cert_manager_like_secret(&secret_name),
+            )
+            .await
+            .unwrap();
+        cordon(&a);
+        let op = Operator::intercepting(&ns, &["--intercept-external-certificate"]).await;
+        until_in_effect(&client, &op, &ns, &name).await;
+
+        let (code, message) = evict(&client, &ns, &name, None).await;
+        println!("eviction answered {code} over TLS with cert-manager's certificate: {message}");
+        assert_eq!(code, 429, "{message}");
+        let now = secrets.get(&secret_name).await.unwrap();
+        assert_eq!(
+            now.metadata.resource_version, written.metadata.resource_version,
+            "the operator never writes a Secret kept elsewhere"
+        );
+    })
+    .await;
+}

@@ -281,6 +281,8 @@ pub struct CertSecret {
     pub name: String,
     /// The names the serving certificate must be valid for ([`sans`]).
     pub sans: Vec<String>,
+    /// Kept by someone else (cert-manager): read, never written, and renewed by its keeper.
+    pub external: bool,
 }
 
 impl CertSecret {
@@ -290,8 +292,51 @@ impl CertSecret {
             namespace: namespace.to_string(),
             name: name.to_string(),
             sans: sans(service, namespace),
+            external: false,
         }
     }
+
+    /// The same Secret, kept by someone else (cert-manager): see [`obtain`].
+    pub fn kept_elsewhere(self) -> Self {
+        CertSecret {
+            external: true,
+            ..self
+        }
+    }
+}
+
+/// The bundle to serve: [`ensure`]d here, or, for a Secret kept elsewhere, as it is now
+/// ([`from_kept_secret`]).
+pub async fn obtain(client: &Client, secret: &CertSecret) -> Result<Bundle, Error> {
+    if !secret.external {
+        return ensure(client, secret).await;
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
+    let stored = secrets
+        .get(&secret.name)
+        .await
+        .map_err(|source| Error::Kube {
+            secret: secret.name.clone(),
+            source,
+        })?;
+    from_kept_secret(&stored).ok_or_else(|| Error::Incomplete(secret.name.clone()))
+}
+
+/// The bundle of a Secret someone else keeps (cert-manager's `kubernetes.io/tls` Secret with
+/// `ca.crt`): no CA key, which only the keeper needs.
+pub fn from_kept_secret(secret: &Secret) -> Option<Bundle> {
+    let data = secret.data.as_ref()?;
+    let text = |key: &str| {
+        data.get(key)
+            .and_then(|b| String::from_utf8(b.0.clone()).ok())
+            .filter(|t| !t.trim().is_empty())
+    };
+    Some(Bundle {
+        ca_bundle: text(CA_CRT)?,
+        ca_key: String::new(),
+        cert: text(TLS_CRT)?,
+        key: text(TLS_KEY)?,
+    })
 }
 
 /// Returns the Secret's bundle when it is good now, otherwise renews it (creating the Secret if
@@ -392,6 +437,9 @@ pub enum Error {
     /// Other writers kept changing the Secret between each read and write.
     #[error("the Secret {0} kept changing while the webhook certificate was renewed")]
     Contended(String),
+    /// A Secret kept elsewhere lacks `tls.crt`, `tls.key` or `ca.crt` (not issued yet?).
+    #[error("the Secret {0} has no tls.crt, tls.key and ca.crt (not issued yet?)")]
+    Incomplete(String),
 }
 
 /// A new self-signed CA: its PEM, the issuer that signs with it, and its key's PEM.
@@ -489,6 +537,42 @@ fn pem_blocks(text: &str) -> impl Iterator<Item = &str> {
         rest = &rest[end..];
         Some(block)
     })
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::*;
+
+    fn secret(keys: &[(&str, &str)]) -> Secret {
+        Secret {
+            data: Some(
+                keys.iter()
+                    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                    .collect(),
+            ),
+            ..Secret::default()
+        }
+    }
+
+    #[test]
+    fn a_secret_kept_by_cert_manager_is_read_without_a_ca_key() {
+        let kept = secret(&[(TLS_CRT, "cert"), (TLS_KEY, "key"), (CA_CRT, "ca")]);
+        let bundle = from_kept_secret(&kept).unwrap();
+        assert_eq!(
+            (
+                bundle.cert.as_str(),
+                bundle.key.as_str(),
+                bundle.ca_bundle.as_str()
+            ),
+            ("cert", "key", "ca")
+        );
+        assert!(bundle.ca_key.is_empty());
+        // Not issued yet: cert-manager creates the keys empty, or not at all.
+        assert!(from_kept_secret(&secret(&[(TLS_CRT, "cert"), (TLS_KEY, "key")])).is_none());
+        assert!(
+            from_kept_secret(&secret(&[(TLS_CRT, ""), (TLS_KEY, "k"), (CA_CRT, "c")])).is_none()
+        );
+    }
 }
 
 #[cfg(test)]

@@ -94,6 +94,11 @@ pub struct InterceptArgs {
     )]
     pub intercept_secret: String,
 
+    /// That Secret is kept by someone else (cert-manager: `tls.crt`, `tls.key`, `ca.crt`): read
+    /// it (again every 5 minutes), never write it.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_EXTERNAL_CERTIFICATE")]
+    pub intercept_external_certificate: bool,
+
     /// Name of the ValidatingWebhookConfiguration the operator keeps.
     #[arg(
         long,

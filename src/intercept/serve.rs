@@ -1,5 +1,6 @@
 //! Starting the webhook as the operator runs it: bind the HTTPS port, make sure the serving
-//! certificate exists ([`certs`]), register the webhook with its CA ([`registration`]), then
+//! certificate exists ([`certs`]; or read it from a Secret cert-manager keeps, with
+//! `--intercept-external-certificate`), register the webhook with its CA ([`registration`]), then
 //! serve the router ([`tls`]) and keep the certificate and registration current.
 //!
 //! In a cluster the API server reaches the webhook through the operator's Service; outside one
@@ -49,11 +50,14 @@ pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> any
     } else {
         Endpoint::Loopback { port }
     };
-    let secret = CertSecret::for_service(
+    let mut secret = CertSecret::for_service(
         &args.intercept_namespace,
         &args.intercept_secret,
         &args.intercept_service,
     );
+    if args.intercept_external_certificate {
+        secret = secret.kept_elsewhere();
+    }
     let shutdown = runtime.shutdown.clone();
     let (registration, resolver, bundle) = loop {
         match set_up(&runtime, &args, endpoint.clone(), &secret).await {

@@ -236,7 +236,7 @@ pub async fn load(
     secret: &certs::CertSecret,
     registration: Option<&Registration>,
 ) -> anyhow::Result<(Arc<CertResolver>, Bundle)> {
-    let bundle = certs::ensure(client, secret).await?;
+    let bundle = certs::obtain(client, secret).await?;
     if let Some(registration) = registration {
         registration::apply(client, registration, &bundle.ca_bundle)
             .await
@@ -292,7 +292,7 @@ pub async fn refresh(
     resolver: &CertResolver,
     current: &mut Bundle,
 ) -> anyhow::Result<()> {
-    let stored = certs::ensure(client, secret).await?;
+    let stored = certs::obtain(client, secret).await?;
     let ca_changed = stored.ca_bundle != current.ca_bundle;
     let registered = match registration {
         // Every time, not only on a change: a deleted or edited registration comes back.

@@ -22,6 +22,11 @@ fn helm() -> PathBuf {
     super::cached_tool("helm-v", "helm")
 }
 
+/// The release's full name in `ns`, as [`ChartIdentity::install`] names it.
+pub fn fullname(ns: &str) -> String {
+    format!("dg-{}-disruption-guard", &ns[ns.len().saturating_sub(8)..])
+}
+
 impl ChartIdentity {
     /// Installs the chart's ServiceAccount and RBAC (the operator's, and the ClusterRoles for
     /// users of windows) as release `dg-<ns>` in `ns`.

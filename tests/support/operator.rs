@@ -112,8 +112,10 @@ impl Operator {
             "--intercept=true".to_string(),
             format!("--intercept-namespace={ns}"),
             format!("--intercept-webhook={name}"),
-            format!("--intercept-secret={name}-webhook-tls"),
         ];
+        if !extra.iter().any(|a| a.starts_with("--intercept-secret=")) {
+            args.push(format!("--intercept-secret={name}-webhook-tls"));
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut op = Self::start_as(ns, args, identity.kubeconfig.clone()).await;
         op.webhook = Some(name);
