@@ -72,6 +72,19 @@ async fn kubectl_drain_without_a_pdb_kills_the_lone_pod_without_the_webhook_and_
         let op = Operator::intercepting(&ns, &[]).await;
         let moved_name = moved.metadata.name.clone().unwrap();
         until_in_effect(&client, &op, &ns, &moved_name).await;
+        // kubectl drain cordons and evicts within milliseconds; the answer reads the caches, so
+        // the cordon must have reached them first (docs/interception.md, "Known limits"). The
+        // drain watcher reads the same node cache: its decision for the pod on the cordoned
+        // node is the evidence.
+        cordon(&b);
+        wait::until("the operator to see the cordon", LIMIT, || async {
+            let metrics = op.metrics().await;
+            metric(
+                &metrics,
+                "disruption_guard_drain_decisions_total{decision=\"ignore\"}",
+            ) > 0.0
+        })
+        .await;
         let sampler = Sampler::start(&client, &ns, &["web"]);
         let (ok_with, secs_with, stderr) = drain(&b, "60s").await;
         let with = sampler.finish().await;
