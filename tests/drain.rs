@@ -106,17 +106,7 @@ async fn kubectl_drain_of_a_lone_pod_under_a_max_unavailable_zero_pdb_hangs_with
             ),
             1.0
         );
-        wait::until(
-            "a RolledOutForDrain Event on the Deployment",
-            LIMIT,
-            || async {
-                events_about(&client, &ns, &app)
-                    .await
-                    .iter()
-                    .any(|e| e.reason.as_deref() == Some("RolledOutForDrain"))
-            },
-        )
-        .await;
+        until_event(&client, &ns, &app, None, "RolledOutForDrain", "").await;
     })
     .await;
 }
@@ -197,13 +187,14 @@ async fn a_recreate_deployment_on_a_drained_node_is_not_rolled_out_and_is_report
 
         let (ok, _, _) = drain(&first, "8s").await;
         assert!(!ok, "nothing unblocks the drain");
-        wait::until("a Warning Event on the Deployment", LIMIT, || async {
-            events_about(&client, &ns, &app).await.iter().any(|e| {
-                e.type_.as_deref() == Some("Warning")
-                    && e.reason.as_deref() == Some("DrainRolloutSkipped")
-                    && e.note.as_deref().is_some_and(|n| n.contains("Recreate"))
-            })
-        })
+        until_event(
+            &client,
+            &ns,
+            &app,
+            Some("Warning"),
+            "DrainRolloutSkipped",
+            "Recreate",
+        )
         .await;
         let metrics = operator.metrics().await;
         assert_eq!(

@@ -13,12 +13,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use kube::api::PostParams;
-use kube::{Api, Client};
-use support::drain::{Sampler, cordon, drain, events_about, lone, metric, node_of};
-use support::fixtures::DeploymentBuilder;
+use support::drain::{Sampler, cordon, deploy_on, drain, lone, metric, node_of, until_event};
 use support::intercept::{evict, evict_as, until_in_effect};
 use support::operator::Operator;
 use support::pods::ready_pods;
@@ -26,28 +23,13 @@ use support::{create_ready_node, kubectl, wait, with_namespace};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Creates `app` (no PDB) and waits until its one pod is Ready on `node`; returns the pod.
-async fn deploy(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -> Pod {
-    let d = app.build();
-    let name = d.metadata.name.clone().unwrap();
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &d)
-        .await
-        .unwrap();
-    wait::for_some("the pod to be Ready on its node", LIMIT, || async {
-        let ready = ready_pods(client, ns, &name).await;
-        (ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(node)).then(|| ready[0].clone())
-    })
-    .await
-}
-
 #[tokio::test]
 async fn kubectl_drain_without_a_pdb_kills_the_lone_pod_without_the_webhook_and_moves_it_with_zero_downtime_with_it()
  {
     with_namespace(|client, ns| async move {
         let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
         create_ready_node(&client, &ns, &a).await;
-        let pod = deploy(&client, &ns, lone(&ns, "web").starts_in("2s"), &a).await;
+        let pod = deploy_on(&client, &ns, lone(&ns, "web").starts_in("2s"), &a).await;
         create_ready_node(&client, &ns, &b).await;
 
         // Without the webhook: the eviction is allowed at once, the pod dies, and the
@@ -124,17 +106,7 @@ async fn kubectl_drain_without_a_pdb_kills_the_lone_pod_without_the_webhook_and_
             ),
             1.0
         );
-        wait::until(
-            "a RolledOutForEviction Event on the Deployment",
-            LIMIT,
-            || async {
-                events_about(&client, &ns, "web")
-                    .await
-                    .iter()
-                    .any(|e| e.reason.as_deref() == Some("RolledOutForEviction"))
-            },
-        )
-        .await;
+        until_event(&client, &ns, "web", None, "RolledOutForEviction", "").await;
     })
     .await;
 }
@@ -149,7 +121,7 @@ async fn a_replay_of_cluster_autoscalers_drain_through_policy_v1beta1_every_10s_
     with_namespace(|client, ns| async move {
         let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
         create_ready_node(&client, &ns, &a).await;
-        let pod = deploy(&client, &ns, lone(&ns, "api").starts_in("1s"), &a).await;
+        let pod = deploy_on(&client, &ns, lone(&ns, "api").starts_in("1s"), &a).await;
         let name = pod.metadata.name.clone().unwrap();
         create_ready_node(&client, &ns, &b).await;
         let op = Operator::intercepting(&ns, &[]).await;
@@ -212,7 +184,7 @@ async fn a_surge_pod_that_never_becomes_ready_holds_the_eviction_only_until_the_
         // Pinned to its node: once the node is cordoned the surge pod can never be scheduled.
         let app = support::fixtures::deployment("stuck")
             .node_selector("disruption-guard.io/test-node", &a);
-        let pod = deploy(&client, &ns, app, &a).await;
+        let pod = deploy_on(&client, &ns, app, &a).await;
         let name = pod.metadata.name.clone().unwrap();
         // Cordoned before the operator starts, so its caches hold the signal when it is ready.
         cordon(&a);
@@ -244,15 +216,13 @@ async fn a_surge_pod_that_never_becomes_ready_holds_the_eviction_only_until_the_
             metric(&metrics, "disruption_guard_intercept_timeouts_total"),
             1.0
         );
-        wait::until(
-            "a Warning Event EvictionAllowedAfterTimeout on the pod",
-            LIMIT,
-            || async {
-                events_about(&client, &ns, &name).await.iter().any(|e| {
-                    e.reason.as_deref() == Some("EvictionAllowedAfterTimeout")
-                        && e.type_.as_deref() == Some("Warning")
-                })
-            },
+        until_event(
+            &client,
+            &ns,
+            &name,
+            Some("Warning"),
+            "EvictionAllowedAfterTimeout",
+            "",
         )
         .await;
     })
@@ -264,8 +234,8 @@ async fn recreate_deployments_and_evictions_of_gone_or_other_pods_are_let_throug
     with_namespace(|client, ns| async move {
         let a = format!("{ns}-a");
         create_ready_node(&client, &ns, &a).await;
-        let recreate = deploy(&client, &ns, lone(&ns, "recreate").recreate(), &a).await;
-        let surging = deploy(&client, &ns, lone(&ns, "surging").starts_in("1s"), &a).await;
+        let recreate = deploy_on(&client, &ns, lone(&ns, "recreate").recreate(), &a).await;
+        let surging = deploy_on(&client, &ns, lone(&ns, "surging").starts_in("1s"), &a).await;
         cordon(&a);
         let op = Operator::intercepting(&ns, &[]).await;
         let surging_name = surging.metadata.name.clone().unwrap();
@@ -298,16 +268,13 @@ async fn recreate_deployments_and_evictions_of_gone_or_other_pods_are_let_throug
             metric(&metrics, "disruption_guard_intercept_denied_total"),
             0.0
         );
-        wait::until(
-            "a Warning Event EvictionRolloutSkipped on the Recreate pod",
-            LIMIT,
-            || async {
-                events_about(&client, &ns, &name).await.iter().any(|e| {
-                    e.reason.as_deref() == Some("EvictionRolloutSkipped")
-                        && e.type_.as_deref() == Some("Warning")
-                        && e.note.as_deref().is_some_and(|n| n.contains("(recreate)"))
-                })
-            },
+        until_event(
+            &client,
+            &ns,
+            &name,
+            Some("Warning"),
+            "EvictionRolloutSkipped",
+            "(recreate)",
         )
         .await;
     })
@@ -319,7 +286,7 @@ async fn with_the_operator_killed_an_eviction_is_answered_as_without_the_guard()
     with_namespace(|client, ns| async move {
         let a = format!("{ns}-a");
         create_ready_node(&client, &ns, &a).await;
-        let pod = deploy(&client, &ns, lone(&ns, "web"), &a).await;
+        let pod = deploy_on(&client, &ns, lone(&ns, "web"), &a).await;
         let name = pod.metadata.name.clone().unwrap();
         cordon(&a);
         let mut op = Operator::intercepting(&ns, &[]).await;
@@ -411,7 +378,7 @@ async fn with_a_certificate_kept_by_cert_manager_the_webhook_serves_it_and_never
     with_namespace(|client, ns| async move {
         let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
         create_ready_node(&client, &ns, &a).await;
-        let pod = deploy(&client, &ns, lone(&ns, "web").starts_in("1s"), &a).await;
+        let pod = deploy_on(&client, &ns, lone(&ns, "web").starts_in("1s"), &a).await;
         let name = pod.metadata.name.clone().unwrap();
         create_ready_node(&client, &ns, &b).await;
         let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);

@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use serde_json::json;
 use support::drain::{Sampler, metric, node_of};
 use support::fixtures::pdb_max_unavailable_zero;
 use support::operator::Operator;
@@ -25,27 +24,6 @@ use support::{karpenter, wait, with_namespace};
 
 /// How long the control phase watches the drain being stuck.
 const STUCK_FOR: Duration = Duration::from_secs(40);
-
-fn lone_app() -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": "api"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "api"}},
-            "template": {
-                "metadata": {"labels": {"app": "api"},
-                             "annotations": {"pod-ready.stage.kwok.x-k8s.io/delay": "3s"}},
-                "spec": {
-                    "nodeSelector": {"karpenter.sh/nodepool": "default", "karpenter.kwok.sh/instance-family": "c"},
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "app", "image": "registry.invalid/api:1",
-                                    "resources": {"requests": {"cpu": "1500m", "memory": "512Mi"}}}]
-                }
-            }
-        }
-    }))
-    .unwrap()
-}
 
 #[tokio::test]
 async fn a_nodeclaim_deleted_under_a_blocking_pdb_drains_with_zero_downtime_once_the_watcher_rolls_out()
@@ -58,7 +36,7 @@ async fn a_nodeclaim_deleted_under_a_blocking_pdb_drains_with_zero_downtime_once
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let nodes: Api<Node> = Api::all(client.clone());
-        deployments.create(&PostParams::default(), &lone_app()).await.unwrap();
+        deployments.create(&PostParams::default(), &karpenter::lone_app()).await.unwrap();
         pdbs.create(&PostParams::default(), &pdb_max_unavailable_zero("api", "api"))
             .await
             .unwrap();

@@ -17,7 +17,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
-use serde_json::json;
 use support::drain::{Sampler, Samples, metric, node_of};
 use support::intercept::until_in_effect;
 use support::operator::Operator;
@@ -25,27 +24,6 @@ use support::pods::ready_pods;
 use support::{karpenter, wait, with_namespace};
 
 const KARPENTER: Duration = Duration::from_secs(180);
-
-fn lone_app() -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": "api"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "api"}},
-            "template": {
-                "metadata": {"labels": {"app": "api"},
-                             "annotations": {"pod-ready.stage.kwok.x-k8s.io/delay": "3s"}},
-                "spec": {
-                    "nodeSelector": {"karpenter.sh/nodepool": "default", "karpenter.kwok.sh/instance-family": "c"},
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "app", "image": "registry.invalid/api:1",
-                                    "resources": {"requests": {"cpu": "1500m", "memory": "512Mi"}}}]
-                }
-            }
-        }
-    }))
-    .unwrap()
-}
 
 /// Deletes the NodeClaim of the node running the app's pod and samples the app until a ready
 /// pod runs on another node and Karpenter removed the old one; returns (samples, seconds).
@@ -88,7 +66,7 @@ async fn karpenter_removing_a_lone_pods_node_kills_it_without_the_webhook_and_mo
     karpenter::until_no_nodes(&client).await;
     with_namespace(|client, ns| async move {
         Api::<Deployment>::namespaced(client.clone(), &ns)
-            .create(&PostParams::default(), &lone_app())
+            .create(&PostParams::default(), &karpenter::lone_app())
             .await
             .unwrap();
 

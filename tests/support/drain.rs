@@ -29,15 +29,26 @@ pub fn node_of(pod: &Pod) -> Option<String> {
     pod.spec.as_ref()?.node_name.clone()
 }
 
-/// Creates `app` (and its `maxUnavailable: 0` PDB) and waits until its one pod is Ready on
-/// `node` and the PDB allows no disruption.
-pub async fn deploy_lone(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -> String {
+/// Creates `app` and waits until its one pod is Ready on `node`; returns the pod.
+pub async fn deploy_on(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -> Pod {
     let d = app.build();
     let name = d.metadata.name.clone().unwrap();
     Api::<Deployment>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &d)
         .await
         .unwrap();
+    wait::for_some("the pod to be Ready on its node", LIMIT, || async {
+        let ready = ready_pods(client, ns, &name).await;
+        (ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(node)).then(|| ready[0].clone())
+    })
+    .await
+}
+
+/// Creates `app` and its `maxUnavailable: 0` PDB, and waits until its one pod is Ready on
+/// `node` and the PDB allows no disruption; returns the app's name.
+pub async fn deploy_lone(client: &Client, ns: &str, app: DeploymentBuilder, node: &str) -> String {
+    let pod = deploy_on(client, ns, app, node).await;
+    let name = pod.metadata.labels.as_ref().unwrap()["app"].clone();
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
     pdbs.create(
         &PostParams::default(),
@@ -45,11 +56,6 @@ pub async fn deploy_lone(client: &Client, ns: &str, app: DeploymentBuilder, node
     )
     .await
     .unwrap();
-    wait::until("the pod to be Ready on its node", LIMIT, || async {
-        let ready = ready_pods(client, ns, &name).await;
-        ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(node)
-    })
-    .await;
     wait::until("the PDB to allow no disruption", LIMIT, || async {
         let Ok(pdb) = pdbs.get(&name).await else {
             return false;
@@ -160,6 +166,30 @@ pub async fn events_about(client: &Client, ns: &str, name: &str) -> Vec<Event> {
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .collect()
+}
+
+/// Waits until `name` in `ns` has an Event with `reason`, of `type_` when given, whose note
+/// contains `note_has` ("" for any note).
+pub async fn until_event(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    type_: Option<&str>,
+    reason: &str,
+    note_has: &str,
+) {
+    let what = format!(
+        "a {} Event {reason} on {name}",
+        type_.unwrap_or("Normal or Warning")
+    );
+    wait::until(&what, LIMIT, || async {
+        events_about(client, ns, name).await.iter().any(|e| {
+            e.reason.as_deref() == Some(reason)
+                && type_.is_none_or(|t| e.type_.as_deref() == Some(t))
+                && e.note.as_deref().unwrap_or_default().contains(note_has)
+        })
+    })
+    .await;
 }
 
 /// The value of one sample line of the operator's metrics, 0 when absent.

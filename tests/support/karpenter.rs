@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Client};
@@ -66,4 +67,27 @@ pub async fn node_claim_of(client: &Client, node: &str) -> Option<String> {
         .into_iter()
         .find(|c| c.data["status"]["nodeName"].as_str() == Some(node))
         .and_then(|c| c.metadata.name)
+}
+
+/// `api`: one replica needing most of a small node (1.5 CPU) of the NodePool's `c` family,
+/// Ready 3 s after it starts; its node is Karpenter's alone.
+pub fn lone_app() -> Deployment {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "api"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "api"}},
+            "template": {
+                "metadata": {"labels": {"app": "api"},
+                             "annotations": {"pod-ready.stage.kwok.x-k8s.io/delay": "3s"}},
+                "spec": {
+                    "nodeSelector": {"karpenter.sh/nodepool": "default", "karpenter.kwok.sh/instance-family": "c"},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "app", "image": "registry.invalid/api:1",
+                                    "resources": {"requests": {"cpu": "1500m", "memory": "512Mi"}}}]
+                }
+            }
+        }
+    }))
+    .unwrap()
 }
