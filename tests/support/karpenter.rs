@@ -72,19 +72,40 @@ pub async fn node_claim_of(client: &Client, node: &str) -> Option<String> {
 /// `api`: one replica needing most of a small node (1.5 CPU) of the NodePool's `c` family,
 /// Ready 3 s after it starts; its node is Karpenter's alone.
 pub fn lone_app() -> Deployment {
+    app("api", "1500m", serde_json::json!({}))
+}
+
+/// `anchor`: one replica of 2.1 CPU that Karpenter may not disrupt (`karpenter.sh/do-not-disrupt`),
+/// so its node is the bigger `c` kind (4 CPU) with room for `api` beside it, and Karpenter
+/// never picks that node for consolidation.
+pub fn anchor() -> Deployment {
+    app(
+        "anchor",
+        "2100m",
+        serde_json::json!({"karpenter.sh/do-not-disrupt": "true"}),
+    )
+}
+
+/// One replica of `cpu` on the NodePool's `c` family, Ready 3 s after it starts, with extra
+/// pod annotations.
+fn app(name: &str, cpu: &str, annotations: serde_json::Value) -> Deployment {
+    let mut pod_annotations = serde_json::json!({"pod-ready.stage.kwok.x-k8s.io/delay": "3s"});
+    pod_annotations
+        .as_object_mut()
+        .unwrap()
+        .extend(annotations.as_object().unwrap().clone());
     serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "api"},
+        "metadata": {"name": name},
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": {"app": "api"}},
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "metadata": {"labels": {"app": "api"},
-                             "annotations": {"pod-ready.stage.kwok.x-k8s.io/delay": "3s"}},
+                "metadata": {"labels": {"app": name}, "annotations": pod_annotations},
                 "spec": {
                     "nodeSelector": {"karpenter.sh/nodepool": "default", "karpenter.kwok.sh/instance-family": "c"},
                     "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "app", "image": "registry.invalid/api:1",
-                                    "resources": {"requests": {"cpu": "1500m", "memory": "512Mi"}}}]
+                    "containers": [{"name": "app", "image": format!("registry.invalid/{name}:1"),
+                                    "resources": {"requests": {"cpu": cpu, "memory": "512Mi"}}}]
                 }
             }
         }
