@@ -21,6 +21,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use subtle::ConstantTimeEq;
 
+use super::deadline::bounded;
 use super::problem::ApiError;
 use super::static_tokens::StaticToken;
 use crate::resources::names::GROUP;
@@ -215,8 +216,8 @@ impl Authenticator {
             },
             ..Default::default()
         };
-        let reviewed = Api::<TokenReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
+        let reviews = Api::<TokenReview>::all(self.client.clone());
+        let reviewed = bounded(reviews.create(&PostParams::default(), &review))
             .await
             .map_err(|e| ApiError::from_kube(e, "verifying the token (TokenReview)"))?;
         let status = reviewed.status.unwrap_or_default();
@@ -255,8 +256,8 @@ impl Authenticator {
             },
             ..Default::default()
         };
-        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &sar)
+        let reviews = Api::<SubjectAccessReview>::all(self.client.clone());
+        let answer = bounded(reviews.create(&PostParams::default(), &sar))
             .await
             .map_err(|e| ApiError::from_kube(e, "checking permissions (SubjectAccessReview)"))?;
         if answer.status.is_some_and(|s| s.allowed) {

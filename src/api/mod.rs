@@ -4,9 +4,11 @@
 //!
 //! - [`handlers`]: routes, one RBAC verb each; [`types`]: wire types; [`problem`]: errors.
 //! - [`auth`], [`static_tokens`]: who may do what; [`ratelimit`]: per-client limits.
+//! - [`deadline`]: every call to the API server a request makes is bounded (a 503, never a hang).
 //! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
 
 pub mod auth;
+pub mod deadline;
 pub mod handlers;
 mod metrics;
 pub mod middleware;

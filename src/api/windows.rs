@@ -15,6 +15,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tracing::warn;
 
+use super::deadline::bounded;
 use super::problem::ApiError;
 use super::selector;
 use super::ttl::TtlLimits;
@@ -35,7 +36,6 @@ pub const RENEW_MANAGER: &str = "disruption-guard/renew";
 pub const CLOSE_MANAGER: &str = "disruption-guard/close";
 /// Longest accepted idempotency key.
 pub const MAX_KEY_LEN: usize = 255;
-
 /// Operations on the windows of any namespace.
 #[derive(Clone)]
 pub struct Windows {
@@ -191,12 +191,11 @@ impl Windows {
             field_manager: Some(OPEN_MANAGER.into()),
             ..Default::default()
         };
-        match api.create(&pp, &tw).await {
+        match bounded(api.create(&pp, &tw)).await {
             Ok(created) => Ok((created, true)),
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 let name = tw.metadata.name.clone().unwrap_or_default();
-                let existing = api
-                    .get(&name)
+                let existing = bounded(api.get(&name))
                     .await
                     .map_err(|e| ApiError::from_kube(e, &format!("reading window {name}")))?;
                 let existing_key = existing
@@ -236,7 +235,7 @@ impl Windows {
 
     /// Reads one window.
     pub async fn get(&self, ns: &str, name: &str) -> Result<TestWindow, ApiError> {
-        self.api(ns).get(name).await.map_err(|e| match e {
+        bounded(self.api(ns).get(name)).await.map_err(|e| match e {
             kube::Error::Api(s) if s.code == 404 => {
                 ApiError::NotFound(format!("window {name:?} does not exist in namespace {ns}"))
             }
@@ -246,9 +245,7 @@ impl Windows {
 
     /// Lists the windows of a namespace, by name.
     pub async fn list(&self, ns: &str) -> Result<WindowList, ApiError> {
-        let list = self
-            .api(ns)
-            .list(&ListParams::default())
+        let list = bounded(self.api(ns).list(&ListParams::default()))
             .await
             .map_err(|e| ApiError::from_kube(e, "listing windows"))?;
         let mut items: Vec<WindowView> = list.items.iter().map(WindowView::from_window).collect();
@@ -281,14 +278,14 @@ impl Windows {
             "metadata": {"name": name},
             "spec": {"expiresAt": Time(until)},
         });
-        self.api(ns)
-            .patch(
-                name,
-                &PatchParams::apply(RENEW_MANAGER).force(),
-                &Patch::Apply(patch),
-            )
-            .await
-            .map_err(|e| ApiError::from_kube(e, &format!("renewing window {name}")))
+        let api = self.api(ns);
+        bounded(api.patch(
+            name,
+            &PatchParams::apply(RENEW_MANAGER).force(),
+            &Patch::Apply(patch),
+        ))
+        .await
+        .map_err(|e| ApiError::from_kube(e, &format!("renewing window {name}")))
     }
 
     /// Closes a window (sets `spec.closed`); closing a closed window changes nothing.
@@ -303,14 +300,14 @@ impl Windows {
             "metadata": {"name": name},
             "spec": {"closed": true},
         });
-        self.api(ns)
-            .patch(
-                name,
-                &PatchParams::apply(CLOSE_MANAGER).force(),
-                &Patch::Apply(patch),
-            )
-            .await
-            .map_err(|e| ApiError::from_kube(e, &format!("closing window {name}")))
+        let api = self.api(ns);
+        bounded(api.patch(
+            name,
+            &PatchParams::apply(CLOSE_MANAGER).force(),
+            &Patch::Apply(patch),
+        ))
+        .await
+        .map_err(|e| ApiError::from_kube(e, &format!("closing window {name}")))
     }
 
     /// Watches the window until `done` holds; a 504 with its state after `timeout`. A window

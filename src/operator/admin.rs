@@ -1,5 +1,5 @@
 //! Admin endpoints on their own port: `/metrics` (Prometheus text), `/healthz` (alive) and
-//! `/readyz` (every watch synced and not shutting down).
+//! `/readyz` (every watch synced, the API server answering, not shutting down).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -55,13 +55,13 @@ async fn readyz(AxumState(state): AxumState<Admin>) -> impl IntoResponse {
             "shutting down\n".to_string(),
         );
     }
-    let pending = state.runtime.ready.pending();
+    let pending = state.runtime.ready.pending(std::time::Instant::now());
     if pending.is_empty() {
         (StatusCode::OK, "ok\n".to_string())
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not synced: {}\n", pending.join(", ")),
+            format!("{}\n", pending.join("; ")),
         )
     }
 }

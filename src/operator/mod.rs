@@ -145,8 +145,18 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         Caches::start(&runtime.client, runtime.watch_scope(), drain_tx.clone());
     // One limit for the API and the controller: `--max-ttl` of the window controller.
     let max_ttl = args.window.max_ttl;
+    let contact = async {
+        crate::runtime::contact::watch(
+            runtime.client.clone(),
+            runtime.ready.clone(),
+            runtime.shutdown.clone(),
+        )
+        .await;
+        Ok(())
+    };
     tokio::try_join!(
         election,
+        contact,
         admin::serve(args.admin_addr, runtime.clone(), metrics.clone()),
         crate::api::serve(
             runtime.clone(),

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 pub mod caches;
 pub mod connection;
+pub mod contact;
 pub mod events;
 pub mod leader;
 pub mod lookup;
