@@ -9,11 +9,13 @@
 pub mod chart_identity;
 pub mod drain;
 pub mod examples;
+pub mod faults;
 pub mod fixtures;
 pub mod intercept;
 pub mod karpenter;
 pub mod operator;
 pub mod pods;
+pub mod proxy;
 pub mod stats;
 pub mod wait;
 pub mod windows;

@@ -193,6 +193,13 @@ impl Operator {
     }
 
     async fn spawn(&mut self) {
+        self.respawn();
+        self.wait_ready().await;
+    }
+
+    /// Starts the process (again) with the same flags and ports, without waiting for it to be
+    /// ready: the API server may be away.
+    pub fn respawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -215,7 +222,6 @@ impl Operator {
             .spawn()
             .expect("starting the operator");
         self.child = Some(child);
-        self.wait_ready().await;
     }
 
     /// Waits until `/readyz` answers 200.
@@ -266,6 +272,28 @@ impl Operator {
             .arg(child.id().to_string())
             .status();
         child.wait().unwrap()
+    }
+
+    /// Sends SIGTERM and waits up to `limit` for the process to exit, then kills it; whether
+    /// it exited by itself.
+    pub async fn terminate(&mut self, limit: Duration) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
     }
 
     /// The process id, while it runs.
@@ -363,7 +391,7 @@ impl Drop for Operator {
 }
 
 /// The port of the test cluster's API server, from the kubeconfig's `server:` URL.
-fn api_server_port() -> u16 {
+pub fn api_server_port() -> u16 {
     let config = std::fs::read_to_string(super::kubeconfig()).unwrap();
     config
         .lines()
