@@ -48,10 +48,8 @@ impl Cluster {
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
         self.signal("kube-apiserver", "-KILL");
-        // Wait until the process is gone (or a zombie of this one), so its port is free.
-        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat.contains(") Z"))
-        {
+        // Wait until the process is gone, so its port is free.
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         ApiServerDown {
@@ -82,6 +80,11 @@ impl Cluster {
             child.id().to_string(),
         )
         .unwrap();
+        // Reaped when it exits (killed by a later fault, or by tests/cluster/down).
+        std::thread::spawn(move || {
+            let mut child = child;
+            let _ = child.wait();
+        });
     }
 
     /// Pauses etcd (SIGSTOP: the API server's reads from its watch cache go on, writes wait)
