@@ -20,7 +20,7 @@ use super::ApiState;
 use super::auth::Verb;
 use super::problem::{ApiError, Problem};
 use super::types::{OpenRequest, RenewRequest, WindowList, WindowView};
-use super::windows::{is_ready, is_released};
+use super::windows::{is_ready, is_ready_or_ended, is_released};
 
 /// Header carrying the idempotency key of an open.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -130,7 +130,7 @@ fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
         (status = 400, description = "Malformed JSON or selector", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace, or refused by its ResourceQuota", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Name taken, or the namespace is being deleted", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Name taken, or the namespace is being deleted, or (with `wait`) the window ended before its protection was in effect", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid ttl, name or reason; or the Idempotency-Key was already used with another request (type `…/idempotency-key-reused`, the detail names the key)", body = Problem, content_type = "application/problem+json"),
@@ -163,10 +163,20 @@ pub async fn open(
     info!(namespace = %ns, window = %name, created, identity = %who.name, "window opened");
     let tw = match wait {
         Some(timeout) => {
-            state
+            let tw = state
                 .windows
-                .wait(&ns, &name, timeout, "Ready", is_ready, tw)
-                .await?
+                .wait(&ns, &name, timeout, "Ready", is_ready_or_ended, tw)
+                .await?;
+            if !is_ready(&tw) {
+                // Ended while the client waited (e.g. a short ttl ran out first): it will never
+                // be Ready, so say so now instead of at the wait's timeout.
+                let phase = tw.status.as_ref().map(|s| s.phase).unwrap_or_default();
+                return Err(ApiError::Conflict(format!(
+                    "window {name:?} ended ({phase:?}) before its protection was in effect; \
+                     open a new one"
+                )));
+            }
+            tw
         }
         None => tw,
     };

@@ -155,6 +155,17 @@ pub fn is_ready(tw: &TestWindow) -> bool {
     !tw.spec.closed && tw.status.as_ref().is_some_and(|s| s.is_ready())
 }
 
+/// Whether an open's wait is over: protection is in effect, or the window ended (closed, or
+/// expired before the controller could protect anything) and never will be.
+pub fn is_ready_or_ended(tw: &TestWindow) -> bool {
+    is_ready(tw) || has_ended(tw)
+}
+
+/// Whether the window was closed or its phase is final.
+pub fn has_ended(tw: &TestWindow) -> bool {
+    tw.spec.closed || tw.status.as_ref().is_some_and(|s| s.phase.is_final())
+}
+
 /// Whether the controller has finished a close: the window has ended for the current spec and
 /// its protection is gone.
 pub fn is_released(tw: &TestWindow) -> bool {
@@ -474,6 +485,32 @@ mod tests {
         assert!(is_ready(&with_status(false, Active, true, Some(2))));
         assert!(!is_ready(&with_status(false, Active, false, Some(2))));
         assert!(!is_ready(&with_status(true, Active, true, Some(2))));
+    }
+
+    #[test]
+    fn an_opens_wait_ends_when_the_window_is_ready_or_ended_before_it_could_be() {
+        use crate::resources::Phase::*;
+        assert!(is_ready_or_ended(&with_status(
+            false,
+            Active,
+            true,
+            Some(1)
+        )));
+        assert!(!is_ready_or_ended(&with_status(
+            false,
+            Pending,
+            false,
+            Some(1)
+        )));
+        // A short ttl that ran out before the controller protected anything.
+        let expired = with_status(false, Expired, false, Some(1));
+        assert!(is_ready_or_ended(&expired) && !is_ready(&expired));
+        assert!(is_ready_or_ended(&with_status(
+            true,
+            Pending,
+            false,
+            Some(2)
+        )));
     }
 
     #[test]
