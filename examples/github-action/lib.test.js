@@ -3,6 +3,8 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
+const fs = require('fs');
+const path = require('path');
 const { durationMs, retryAfterMs, retryDelay, guardFailure, CallError } = require('./lib');
 
 test('durations are Go durations', () => {
@@ -47,4 +49,14 @@ test('fail-open covers the guard failures, never the caller own', () => {
   assert.ok(!guardFailure(new CallError('denied', 403)));
   assert.ok(!guardFailure(new CallError('bad', 422)));
   assert.ok(!guardFailure(new Error('input server is required')));
+});
+
+test('the root action.yml offers what examples/github-action/action.yml offers', () => {
+  const head = (file) => fs.readFileSync(file, 'utf8').split(/^runs:/m)[0];
+  const root = path.join(__dirname, '..', '..', 'action.yml');
+  const example = path.join(__dirname, 'action.yml');
+  assert.strictEqual(head(root), head(example), 'name, inputs and outputs are the same');
+  const runs = (file) => fs.readFileSync(file, 'utf8').split(/^runs:/m)[1];
+  assert.match(runs(root), /using: node24\n {2}main: examples\/github-action\/main\.js\n {2}post: examples\/github-action\/post\.js\n {2}post-if: always\(\)/);
+  assert.match(runs(example), /using: node24\n {2}main: main\.js\n {2}post: post\.js\n {2}post-if: always\(\)/);
 });
