@@ -58,6 +58,10 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
             main.status.success() && !stdout.contains("::error::"),
             "main step: {stdout}"
         );
+        assert!(
+            stdout.starts_with("::add-mask::unused-without-auth\n"),
+            "the token is masked before anything else is printed: {stdout}"
+        );
         let outputs = std::fs::read_to_string(&output).unwrap();
         let name = outputs
             .lines()

@@ -1,4 +1,4 @@
-// Shared helpers of the action: inputs, outputs, state and the HTTP calls.
+// Shared helpers of the action: inputs, outputs, state, masking and the HTTP calls.
 'use strict';
 const fs = require('fs');
 
@@ -11,6 +11,19 @@ function input(name, required) {
 function appendTo(fileVar, key, value) {
   const file = process.env[fileVar];
   if (file) fs.appendFileSync(file, `${key}=${value}\n`);
+}
+
+// The workflow commands that mask `token` in the job's log, one per line of it (a command ends at
+// its line's end, so a second line would be printed in clear otherwise); none for an empty
+// token. `%` is escaped as the runner unescapes it.
+function maskCommands(token) {
+  return String(token || '').split(/\r?\n|\r/).map((line) => line.trim()).filter(Boolean)
+    .map((line) => `::add-mask::${line.replace(/%/g, '%25')}`);
+}
+
+// Prints the masking commands for the `token` input; called before anything else is printed.
+function maskToken() {
+  for (const line of maskCommands(process.env.INPUT_TOKEN)) console.log(line);
 }
 
 // A Go duration such as 90s, 2m or 1h30m, in milliseconds; '0' is 0.
@@ -117,4 +130,5 @@ async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 9
 
 module.exports = {
   input, appendTo, call, durationMs, retryAfterMs, retryDelay, guardFailure, CallError,
+  maskCommands, maskToken,
 };

@@ -5,7 +5,9 @@ const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
-const { durationMs, retryAfterMs, retryDelay, guardFailure, CallError } = require('./lib');
+const {
+  durationMs, retryAfterMs, retryDelay, guardFailure, CallError, maskCommands,
+} = require('./lib');
 
 test('durations are Go durations', () => {
   assert.strictEqual(durationMs('2m'), 120000);
@@ -49,6 +51,17 @@ test('fail-open covers the guard failures, never the caller own', () => {
   assert.ok(!guardFailure(new CallError('denied', 403)));
   assert.ok(!guardFailure(new CallError('bad', 422)));
   assert.ok(!guardFailure(new Error('input server is required')));
+});
+
+test('the token is masked line by line, and nothing is masked without one', () => {
+  assert.deepStrictEqual(maskCommands('s3cr3t-token'), ['::add-mask::s3cr3t-token']);
+  assert.deepStrictEqual(maskCommands('  padded \n'), ['::add-mask::padded']);
+  assert.deepStrictEqual(maskCommands('line-one\r\nline-two'),
+    ['::add-mask::line-one', '::add-mask::line-two']);
+  assert.deepStrictEqual(maskCommands('50%off'), ['::add-mask::50%25off']);
+  assert.deepStrictEqual(maskCommands(''), []);
+  assert.deepStrictEqual(maskCommands('   '), []);
+  assert.deepStrictEqual(maskCommands(undefined), []);
 });
 
 test('the root action.yml offers what examples/github-action/action.yml offers', () => {

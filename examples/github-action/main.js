@@ -1,8 +1,11 @@
 // Opens the window and waits until protection is in effect.
 'use strict';
-const { input, appendTo, call, durationMs, guardFailure } = require('./lib');
+const {
+  input, appendTo, call, durationMs, guardFailure, maskToken,
+} = require('./lib');
 
 async function main() {
+  maskToken();
   const retryFor = durationMs(input('retry-for') || '2m');
   const server = input('server', true).replace(/\/$/, '');
   const token = input('token', true);

@@ -1,8 +1,9 @@
 // Closes the window (runs even when the job failed or was cancelled) and prints the report.
 'use strict';
-const { input, call, durationMs } = require('./lib');
+const { input, call, durationMs, maskToken } = require('./lib');
 
 async function post() {
+  maskToken();
   const name = process.env.STATE_window;
   const namespace = process.env.STATE_namespace;
   if (!name) {
