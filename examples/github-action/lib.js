@@ -1,5 +1,7 @@
-// Shared helpers of the action: inputs, outputs, state, masking and the HTTP calls.
+// Shared helpers of the action: inputs, outputs, state, masking, the idempotency key and the
+// HTTP calls.
 'use strict';
+const crypto = require('crypto');
 const fs = require('fs');
 
 function input(name, required) {
@@ -24,6 +26,23 @@ function maskCommands(token) {
 // Prints the masking commands for the `token` input; called before anything else is printed.
 function maskToken() {
   for (const line of maskCommands(process.env.INPUT_TOKEN)) console.log(line);
+}
+
+// A random nonce, made once per run of main (before any retry).
+function newNonce() {
+  return crypto.randomBytes(6).toString('hex');
+}
+
+// The idempotency key of the open: the `key` input when given; otherwise run id, attempt, job
+// id and `nonce`. The legs of a matrix job share run id, attempt and job id: the nonce gives
+// each leg (and each use of the action in one job) its own window, while every retry of one
+// open, which reuses the key, still finds the window a lost attempt made. The job id is cut so
+// that the key stays within the API's 255 characters.
+function idempotencyKey({ key, env, nonce }) {
+  if (key) return key;
+  const job = env.GITHUB_JOB && String(env.GITHUB_JOB).slice(0, 200);
+  return [env.GITHUB_RUN_ID, env.GITHUB_RUN_ATTEMPT, job, nonce].filter(Boolean).join('-')
+    || undefined;
 }
 
 // A Go duration such as 90s, 2m or 1h30m, in milliseconds; '0' is 0.
@@ -130,5 +149,5 @@ async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 9
 
 module.exports = {
   input, appendTo, call, durationMs, retryAfterMs, retryDelay, guardFailure, CallError,
-  maskCommands, maskToken,
+  maskCommands, maskToken, newNonce, idempotencyKey,
 };

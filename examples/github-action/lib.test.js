@@ -6,7 +6,8 @@ const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
 const {
-  durationMs, retryAfterMs, retryDelay, guardFailure, CallError, maskCommands,
+  durationMs, retryAfterMs, retryDelay, guardFailure, CallError, maskCommands, newNonce,
+  idempotencyKey,
 } = require('./lib');
 
 test('durations are Go durations', () => {
@@ -62,6 +63,23 @@ test('the token is masked line by line, and nothing is masked without one', () =
   assert.deepStrictEqual(maskCommands(''), []);
   assert.deepStrictEqual(maskCommands('   '), []);
   assert.deepStrictEqual(maskCommands(undefined), []);
+});
+
+test('the default key is one per run attempt, job and run of main; the key input wins', () => {
+  const env = { GITHUB_RUN_ID: '4242', GITHUB_RUN_ATTEMPT: '2', GITHUB_JOB: 'e2e' };
+  assert.strictEqual(idempotencyKey({ env, nonce: 'a1b2c3' }), '4242-2-e2e-a1b2c3');
+  // Two legs of one matrix job: same run, attempt and job id, each its own nonce and window.
+  const legs = [newNonce(), newNonce()].map((nonce) => idempotencyKey({ env, nonce }));
+  assert.notStrictEqual(legs[0], legs[1]);
+  for (const leg of legs) assert.match(leg, /^4242-2-e2e-[0-9a-f]{12}$/);
+  // A retry of one open reuses its key.
+  assert.strictEqual(idempotencyKey({ env, nonce: 'n' }), idempotencyKey({ env, nonce: 'n' }));
+  assert.strictEqual(idempotencyKey({ key: 'shared-by-two-jobs', env, nonce: 'n' }), 'shared-by-two-jobs');
+  assert.strictEqual(idempotencyKey({ key: '', env, nonce: 'n' }), '4242-2-e2e-n');
+  assert.strictEqual(idempotencyKey({ env: {}, nonce: 'n' }), 'n');
+  assert.strictEqual(idempotencyKey({ env: {} }), undefined);
+  const long = idempotencyKey({ env: { ...env, GITHUB_JOB: 'j'.repeat(400) }, nonce: newNonce() });
+  assert.ok(long.length <= 255 && /-[0-9a-f]{12}$/.test(long), long);
 });
 
 test('the root action.yml offers what examples/github-action/action.yml offers', () => {

@@ -4,6 +4,7 @@ const { input, call, durationMs, maskToken } = require('./lib');
 
 async function post() {
   maskToken();
+  // The window main opened, by its name: each leg of a matrix job has its own state.
   const name = process.env.STATE_window;
   const namespace = process.env.STATE_namespace;
   if (!name) {
