@@ -1,7 +1,7 @@
 //! The GitHub Action in `examples/github-action` run with node exactly as the Actions runner
-//! runs it (inputs as `INPUT_*`, state and outputs through files), against a real operator:
-//! `main` opens a window that becomes Ready, `post` closes it; the legs of a matrix job each
-//! open and close their own window.
+//! runs it (inputs as `INPUT_*`, state, outputs and the step summary through files), against a
+//! real operator: `main` opens a window that becomes Ready, `post` closes it; the legs of a
+//! matrix job each open and close their own window.
 
 mod support;
 
@@ -120,11 +120,32 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
             "the window is open and Ready"
         );
 
-        let post = post_step(&inputs, &state);
+        let summary = dir.join("summary");
+        std::fs::write(&summary, "").unwrap();
+        let mut post_env = inputs.clone();
+        post_env.push(("GITHUB_STEP_SUMMARY", summary.display().to_string()));
+        let post = post_step(&post_env, &state);
         let stdout = String::from_utf8_lossy(&post.stdout);
         assert!(
             post.status.success() && stdout.contains("closed"),
             "post step: {stdout}"
+        );
+        let summary = std::fs::read_to_string(&summary).unwrap();
+        for row in [
+            "### disruption-guard: ".to_string(),
+            format!("| Window | {name} |"),
+            format!("| Namespace | {ns} |"),
+            "| Pods selected | app=api |".to_string(),
+            "| Protected | ".to_string(),
+        ] {
+            assert!(
+                summary.contains(&row),
+                "{row:?} in the step summary: {summary}"
+            );
+        }
+        assert!(
+            !summary.contains("fail-open"),
+            "protection was in effect: {summary}"
         );
         wait::until(
             "the window to be Closed",

@@ -48,6 +48,9 @@ async function main() {
   const name = window.name;
   appendTo('GITHUB_STATE', 'window', name);
   appendTo('GITHUB_STATE', 'namespace', namespace);
+  // What is protected now, for post's summary: the close answers once protection is released.
+  const { workloads, pods, nodes } = window.protected || {};
+  appendTo('GITHUB_STATE', 'protection', JSON.stringify({ workloads, pods, nodes }));
   appendTo('GITHUB_OUTPUT', 'window', name);
   appendTo('GITHUB_OUTPUT', 'protected', 'true');
   console.log(`disruption-guard: window ${namespace}/${name} is open and protection is in effect`);
