@@ -436,6 +436,7 @@ fn run_workflow(
         ("secrets.DISRUPTION_GUARD_TOKEN", STATIC_TOKEN.to_string()),
         ("github.run_id", run_id.to_string()),
         ("github.run_attempt", "1".to_string()),
+        ("strategy.job-index", "0".to_string()),
     ]);
     let mut env = base_env(ns);
     env.extend(BTreeMap::from([
@@ -496,7 +497,7 @@ async fn the_curl_workflow_runs_the_tests_in_a_ready_window_and_closes_it_even_w
         let op = operator_with_static_token(&ns).await;
         for (run_id, fail) in [("7001", false), ("7002", true)] {
             let dir = workdir(&ns, &format!("gha-{run_id}"));
-            let window = format!("gh-{run_id}-1-e2e");
+            let window = format!("gh-{run_id}-1-e2e-0");
             let steps = run_workflow(&ns, &op.api, run_id, &dir, fail);
             let names: Vec<&str> = steps.iter().map(|(n, _)| n.as_str()).collect();
             assert_eq!(
@@ -548,7 +549,7 @@ async fn the_curl_workflow_close_step_tolerates_a_window_that_was_never_opened()
             ("DISRUPTION_GUARD_SERVER".to_string(), op.api.clone()),
             ("DISRUPTION_GUARD_TOKEN".into(), STATIC_TOKEN.into()),
             ("NAMESPACE".into(), ns.clone()),
-            ("WINDOW".into(), "gh-1-1-e2e".into()),
+            ("WINDOW".into(), "gh-1-1-e2e-0".into()),
         ]));
         let out = run_with_env(
             "bash",

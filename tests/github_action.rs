@@ -1,10 +1,11 @@
 //! The GitHub Action in `examples/github-action` run with node exactly as the Actions runner
-//! runs it (inputs as `INPUT_*`, state and outputs through files), against a real operator:
-//! `main` opens a window that becomes Ready, `post` closes it.
+//! runs it (inputs as `INPUT_*`, state, outputs and the step summary through files), against a
+//! real operator: `main` opens a window that becomes Ready, `post` closes it; the legs of a
+//! matrix job each open and close their own window.
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,6 +23,39 @@ fn node_step(script: &str, env: &[(&str, String)]) -> std::process::Output {
         cmd.env(k, v);
     }
     cmd.output().expect("node (Node.js) runs the action")
+}
+
+/// Runs `post` as the runner does: with the step's environment `env`, and `STATE_<name>` for
+/// every `name=value` line `main` appended to `GITHUB_STATE` (the file `state`).
+fn post_step(env: &[(&str, String)], state: &Path) -> std::process::Output {
+    let saved: Vec<(String, String)> = std::fs::read_to_string(state)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (k, v) = line.split_once('=').unwrap();
+            (format!("STATE_{k}"), v.to_string())
+        })
+        .collect();
+    let mut post_env = env.to_vec();
+    post_env.extend(saved.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    node_step("post.js", &post_env)
+}
+
+/// The phase of the window `name` in `ns`, as kubectl shows it.
+fn phase(ns: &str, name: &str) -> String {
+    let out = support::kubectl()
+        .args([
+            "get",
+            "tw",
+            name,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.status.phase}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test]
@@ -58,6 +92,10 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
             main.status.success() && !stdout.contains("::error::"),
             "main step: {stdout}"
         );
+        assert!(
+            stdout.starts_with("::add-mask::unused-without-auth\n"),
+            "the token is masked before anything else is printed: {stdout}"
+        );
         let outputs = std::fs::read_to_string(&output).unwrap();
         let name = outputs
             .lines()
@@ -82,42 +120,125 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
             "the window is open and Ready"
         );
 
+        let summary = dir.join("summary");
+        std::fs::write(&summary, "").unwrap();
         let mut post_env = inputs.clone();
-        for line in std::fs::read_to_string(&state).unwrap().lines() {
-            let (k, v) = line.split_once('=').unwrap();
-            post_env.push((
-                if k == "window" {
-                    "STATE_window"
-                } else {
-                    "STATE_namespace"
-                },
-                v.to_string(),
-            ));
-        }
-        let post = node_step("post.js", &post_env);
+        post_env.push(("GITHUB_STEP_SUMMARY", summary.display().to_string()));
+        let post = post_step(&post_env, &state);
         let stdout = String::from_utf8_lossy(&post.stdout);
         assert!(
             post.status.success() && stdout.contains("closed"),
             "post step: {stdout}"
         );
+        let summary = std::fs::read_to_string(&summary).unwrap();
+        for row in [
+            "### disruption-guard: ".to_string(),
+            format!("| Window | {name} |"),
+            format!("| Namespace | {ns} |"),
+            "| Pods selected | app=api |".to_string(),
+            "| Protected | ".to_string(),
+        ] {
+            assert!(
+                summary.contains(&row),
+                "{row:?} in the step summary: {summary}"
+            );
+        }
+        assert!(
+            !summary.contains("fail-open"),
+            "protection was in effect: {summary}"
+        );
         wait::until(
             "the window to be Closed",
             Duration::from_secs(10),
-            || async {
-                let out = support::kubectl()
-                    .args([
-                        "get",
-                        "tw",
-                        &name,
-                        "-n",
-                        &ns,
-                        "-o",
-                        "jsonpath={.status.phase}",
-                    ])
-                    .output()
-                    .unwrap();
-                String::from_utf8_lossy(&out.stdout) == "Closed"
-            },
+            || async { phase(&ns, &name) == "Closed" },
+        )
+        .await;
+    })
+    .await;
+}
+
+/// The legs of a matrix job share run id, attempt and job id. Each leg's `main` opens its own
+/// window, and one leg's `post` closes its own window and leaves the other leg's open.
+#[tokio::test]
+async fn each_leg_of_a_matrix_job_opens_its_own_window_and_its_post_closes_only_that_one() {
+    with_namespace(|client, ns| async move {
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        deployments
+            .create(&PostParams::default(), &deployment("api").build())
+            .await
+            .unwrap();
+        let op = Operator::start(&ns, &[]).await;
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("gha-matrix-{ns}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let inputs = vec![
+            ("INPUT_SERVER", op.api.clone()),
+            ("INPUT_TOKEN", "unused-without-auth".to_string()),
+            ("INPUT_NAMESPACE", ns.clone()),
+            ("INPUT_SELECTOR", "app=api".to_string()),
+            ("INPUT_TTL", "10m".to_string()),
+            ("INPUT_WAIT-TIMEOUT", "60s".to_string()),
+            ("GITHUB_RUN_ID", "4343".to_string()),
+            ("GITHUB_RUN_ATTEMPT", "1".to_string()),
+            ("GITHUB_JOB", "e2e".to_string()),
+            ("GITHUB_REPOSITORY", "org/shop".to_string()),
+        ];
+        // Each leg runs on its own runner: its own state and output files.
+        let mut legs = vec![];
+        for leg in ["0", "1"] {
+            let state = dir.join(format!("state-{leg}"));
+            let output = dir.join(format!("output-{leg}"));
+            std::fs::write(&state, "").unwrap();
+            std::fs::write(&output, "").unwrap();
+            let mut env = inputs.clone();
+            env.push(("GITHUB_STATE", state.display().to_string()));
+            env.push(("GITHUB_OUTPUT", output.display().to_string()));
+            let main = node_step("main.js", &env);
+            let stdout = String::from_utf8_lossy(&main.stdout);
+            assert!(
+                main.status.success() && !stdout.contains("::error::"),
+                "leg {leg}, main step: {stdout}"
+            );
+            let name = std::fs::read_to_string(&output)
+                .unwrap()
+                .lines()
+                .find_map(|l| l.strip_prefix("window="))
+                .expect("window= in GITHUB_OUTPUT")
+                .to_string();
+            legs.push((name, env, state));
+        }
+        let (first, second) = (legs[0].0.clone(), legs[1].0.clone());
+        assert_ne!(first, second, "each leg opened its own window");
+        assert_eq!(phase(&ns, &first), "Active", "window {first}");
+        assert_eq!(phase(&ns, &second), "Active", "window {second}");
+
+        let post = post_step(&legs[0].1, &legs[0].2);
+        let stdout = String::from_utf8_lossy(&post.stdout);
+        assert!(
+            post.status.success() && stdout.contains(&format!("{first} closed")),
+            "leg 0, post step: {stdout}"
+        );
+        wait::until(
+            "the first leg's window to be Closed",
+            Duration::from_secs(10),
+            || async { phase(&ns, &first) == "Closed" },
+        )
+        .await;
+        assert_eq!(
+            phase(&ns, &second),
+            "Active",
+            "the other leg's window stays open while its tests run"
+        );
+
+        let post = post_step(&legs[1].1, &legs[1].2);
+        let stdout = String::from_utf8_lossy(&post.stdout);
+        assert!(
+            post.status.success() && stdout.contains(&format!("{second} closed")),
+            "leg 1, post step: {stdout}"
+        );
+        wait::until(
+            "the second leg's window to be Closed",
+            Duration::from_secs(10),
+            || async { phase(&ns, &second) == "Closed" },
         )
         .await;
     })

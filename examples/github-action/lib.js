@@ -1,5 +1,7 @@
-// Shared helpers of the action: inputs, outputs, state and the HTTP calls.
+// Shared helpers of the action: inputs, outputs, state, masking, the idempotency key, the step
+// summary and the HTTP calls.
 'use strict';
+const crypto = require('crypto');
 const fs = require('fs');
 
 function input(name, required) {
@@ -13,6 +15,36 @@ function appendTo(fileVar, key, value) {
   if (file) fs.appendFileSync(file, `${key}=${value}\n`);
 }
 
+// The workflow commands that mask `token` in the job's log, one per line of it (a command ends at
+// its line's end, so a second line would be printed in clear otherwise); none for an empty
+// token. `%` is escaped as the runner unescapes it.
+function maskCommands(token) {
+  return String(token || '').split(/\r?\n|\r/).map((line) => line.trim()).filter(Boolean)
+    .map((line) => `::add-mask::${line.replace(/%/g, '%25')}`);
+}
+
+// Prints the masking commands for the `token` input; called before anything else is printed.
+function maskToken() {
+  for (const line of maskCommands(process.env.INPUT_TOKEN)) console.log(line);
+}
+
+// A random nonce, made once per run of main (before any retry).
+function newNonce() {
+  return crypto.randomBytes(6).toString('hex');
+}
+
+// The idempotency key of the open: the `key` input when given; otherwise run id, attempt, job
+// id and `nonce`. The legs of a matrix job share run id, attempt and job id: the nonce gives
+// each leg (and each use of the action in one job) its own window, while every retry of one
+// open, which reuses the key, still finds the window a lost attempt made. The job id is cut so
+// that the key stays within the API's 255 characters.
+function idempotencyKey({ key, env, nonce }) {
+  if (key) return key;
+  const job = env.GITHUB_JOB && String(env.GITHUB_JOB).slice(0, 200);
+  return [env.GITHUB_RUN_ID, env.GITHUB_RUN_ATTEMPT, job, nonce].filter(Boolean).join('-')
+    || undefined;
+}
+
 // A Go duration such as 90s, 2m or 1h30m, in milliseconds; '0' is 0.
 function durationMs(text) {
   const units = { ms: 1, s: 1000, m: 60000, h: 3600000 };
@@ -22,6 +54,80 @@ function durationMs(text) {
     throw new Error(`${JSON.stringify(text)} is not a duration such as 2m or 90s`);
   }
   return parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]], 0);
+}
+
+// A duration in ms as Go prints it, to the second: 1h2m3s, 12m0s, 45s.
+function goDuration(ms) {
+  const total = Math.max(0, Math.round(ms / 1000));
+  const [h, m, sec] = [Math.floor(total / 3600), Math.floor((total % 3600) / 60), total % 60];
+  return `${h ? `${h}h` : ''}${h || m ? `${m}m` : ''}${sec}s`;
+}
+
+// A selector object (`matchLabels`, `matchExpressions`) in kubectl's `-l` syntax.
+function selectorText(selector) {
+  const sel = selector || {};
+  const labels = Object.entries(sel.matchLabels || {}).map(([k, v]) => `${k}=${v}`);
+  const expressions = (sel.matchExpressions || []).map(({ key, operator, values }) => {
+    switch (operator) {
+      case 'In': return `${key} in (${(values || []).join(',')})`;
+      case 'NotIn': return `${key} notin (${(values || []).join(',')})`;
+      case 'Exists': return key;
+      case 'DoesNotExist': return `!${key}`;
+      default: return `${key} ${operator} (${(values || []).join(',')})`;
+    }
+  });
+  return [...labels, ...expressions].join(',');
+}
+
+// Text made safe for a Markdown table cell: no line breaks, no HTML, no table or emphasis marks.
+function mdCell(value) {
+  return String(value == null ? '' : value)
+    .replace(/[\\`*_[\]|]/g, '\\$&')
+    .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+    .replace(/\s*[\r\n]+\s*/g, ' ')
+    .trim();
+}
+
+// The step summary of a closed window, as Markdown: a heading with the verdict and a table of
+// the close's answer (`window`, a WindowView). Protection is released by the time the close
+// answers, so what was protected comes from main (`atOpen`: `workloads`, `pods`, `nodes` once
+// the window was Ready), or is null when main let the job go on without it (fail-open).
+function summaryMarkdown(window, atOpen) {
+  const w = window || {};
+  const r = w.report || {};
+  const count = (n, one, many) => `${n || 0} ${(n || 0) === 1 ? one : many}`;
+  const names = (list) => (list && list.length ? `: ${list.join(', ')}` : '');
+  const verdict = r.clean
+    ? 'clean, nothing protected was disrupted'
+    : `${count(r.podsDisrupted, 'pod', 'pods')} and ${count((r.nodesDisrupted || []).length, 'node', 'nodes')} disrupted`;
+  const opened = Date.parse(w.openedAt);
+  const ended = Date.parse(w.endedAt);
+  const rows = [
+    ['Namespace', w.namespace],
+    ['Phase', w.phase],
+    ['Reason', w.reason || ''],
+    ['Pods selected', selectorText(w.selector) || 'all pods of the namespace'],
+    ['Opened', w.openedAt || ''],
+    ['Ended', w.endedAt
+      ? `${w.endedAt}${Number.isNaN(opened) || Number.isNaN(ended) ? '' : ` (open ${goDuration(ended - opened)})`}`
+      : ''],
+    ['Protected', atOpen
+      ? `${count(atOpen.pods, 'pod', 'pods')} on ${count(atOpen.nodes, 'node', 'nodes')}, `
+        + `${count(atOpen.workloads, 'workload', 'workloads')} under a PodDisruptionBudget`
+      : 'not in effect when the job went on (fail-open)'],
+    ['Evictions blocked', r.evictionsBlocked || 0],
+    ['Pods disrupted', `${r.podsDisrupted || 0}${names(r.disruptedPods)}`],
+    ['Nodes disrupted', `${(r.nodesDisrupted || []).length}${names(r.nodesDisrupted)}`],
+    ['Rollouts by disruption-guard', r.rollouts || 0],
+  ];
+  return [
+    `### disruption-guard: ${mdCell(verdict)}`,
+    '',
+    `| Window | ${mdCell(w.name)} |`,
+    '|---|---|',
+    ...rows.map(([k, v]) => `| ${k} | ${mdCell(v)} |`),
+    '',
+  ].join('\n');
 }
 
 // The wait a Retry-After header asks for at `nowMs`: seconds or an HTTP-date; null when neither.
@@ -117,4 +223,6 @@ async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 9
 
 module.exports = {
   input, appendTo, call, durationMs, retryAfterMs, retryDelay, guardFailure, CallError,
+  maskCommands, maskToken, newNonce, idempotencyKey, goDuration, selectorText, mdCell,
+  summaryMarkdown,
 };

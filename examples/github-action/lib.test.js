@@ -3,7 +3,12 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
-const { durationMs, retryAfterMs, retryDelay, guardFailure, CallError } = require('./lib');
+const fs = require('fs');
+const path = require('path');
+const {
+  durationMs, retryAfterMs, retryDelay, guardFailure, CallError, maskCommands, newNonce,
+  idempotencyKey, goDuration, selectorText, mdCell, summaryMarkdown,
+} = require('./lib');
 
 test('durations are Go durations', () => {
   assert.strictEqual(durationMs('2m'), 120000);
@@ -47,4 +52,135 @@ test('fail-open covers the guard failures, never the caller own', () => {
   assert.ok(!guardFailure(new CallError('denied', 403)));
   assert.ok(!guardFailure(new CallError('bad', 422)));
   assert.ok(!guardFailure(new Error('input server is required')));
+});
+
+test('the token is masked line by line, and nothing is masked without one', () => {
+  assert.deepStrictEqual(maskCommands('s3cr3t-token'), ['::add-mask::s3cr3t-token']);
+  assert.deepStrictEqual(maskCommands('  padded \n'), ['::add-mask::padded']);
+  assert.deepStrictEqual(maskCommands('line-one\r\nline-two'),
+    ['::add-mask::line-one', '::add-mask::line-two']);
+  assert.deepStrictEqual(maskCommands('50%off'), ['::add-mask::50%25off']);
+  assert.deepStrictEqual(maskCommands(''), []);
+  assert.deepStrictEqual(maskCommands('   '), []);
+  assert.deepStrictEqual(maskCommands(undefined), []);
+});
+
+test('the default key is one per run attempt, job and run of main; the key input wins', () => {
+  const env = { GITHUB_RUN_ID: '4242', GITHUB_RUN_ATTEMPT: '2', GITHUB_JOB: 'e2e' };
+  assert.strictEqual(idempotencyKey({ env, nonce: 'a1b2c3' }), '4242-2-e2e-a1b2c3');
+  // Two legs of one matrix job: same run, attempt and job id, each its own nonce and window.
+  const legs = [newNonce(), newNonce()].map((nonce) => idempotencyKey({ env, nonce }));
+  assert.notStrictEqual(legs[0], legs[1]);
+  for (const leg of legs) assert.match(leg, /^4242-2-e2e-[0-9a-f]{12}$/);
+  // A retry of one open reuses its key.
+  assert.strictEqual(idempotencyKey({ env, nonce: 'n' }), idempotencyKey({ env, nonce: 'n' }));
+  assert.strictEqual(idempotencyKey({ key: 'shared-by-two-jobs', env, nonce: 'n' }), 'shared-by-two-jobs');
+  assert.strictEqual(idempotencyKey({ key: '', env, nonce: 'n' }), '4242-2-e2e-n');
+  assert.strictEqual(idempotencyKey({ env: {}, nonce: 'n' }), 'n');
+  assert.strictEqual(idempotencyKey({ env: {} }), undefined);
+  const long = idempotencyKey({ env: { ...env, GITHUB_JOB: 'j'.repeat(400) }, nonce: newNonce() });
+  assert.ok(long.length <= 255 && /-[0-9a-f]{12}$/.test(long), long);
+});
+
+test('selectors read as kubectl -l', () => {
+  assert.strictEqual(selectorText({}), '');
+  assert.strictEqual(selectorText(undefined), '');
+  assert.strictEqual(selectorText({
+    matchLabels: { tier: 'backend' },
+    matchExpressions: [
+      { key: 'app', operator: 'In', values: ['api', 'web'] },
+      { key: 'canary', operator: 'NotIn', values: ['true'] },
+      { key: 'team', operator: 'Exists' },
+      { key: 'legacy', operator: 'DoesNotExist' },
+    ],
+  }), 'tier=backend,app in (api,web),canary notin (true),team,!legacy');
+});
+
+test('durations print as Go prints them', () => {
+  assert.strictEqual(goDuration(45000), '45s');
+  assert.strictEqual(goDuration(720000), '12m0s');
+  assert.strictEqual(goDuration(3723000), '1h2m3s');
+  assert.strictEqual(goDuration(3600000), '1h0m0s');
+});
+
+test('table cells keep to one line and hold no markup', () => {
+  assert.strictEqual(mdCell('a | b'), 'a \\| b');
+  assert.strictEqual(mdCell('line one\nline two'), 'line one line two');
+  assert.strictEqual(mdCell('<img src=x> & *bold*'), '&lt;img src=x&gt; &amp; \\*bold\\*');
+  assert.strictEqual(mdCell(null), '');
+  assert.strictEqual(mdCell(0), '0');
+});
+
+// A close's answer (WindowView) as the API gives it.
+const closed = {
+  name: 'tw-0123456789abcdef',
+  namespace: 'shop',
+  phase: 'Closed',
+  ready: false,
+  closed: true,
+  selector: { matchLabels: { tier: 'backend' } },
+  ttl: '30m0s',
+  reason: 'e2e #12 | nightly',
+  openedAt: '2025-06-01T10:00:00Z',
+  expiresAt: '2025-06-01T10:30:00Z',
+  endedAt: '2025-06-01T10:12:03Z',
+  protected: { workloads: 0, pods: 0, nodes: 0 },
+  report: { clean: true, evictionsBlocked: 1, podsDisrupted: 0, rollouts: 0 },
+};
+
+test('the step summary is a table of the closed window', () => {
+  const md = summaryMarkdown(closed, { workloads: 1, pods: 2, nodes: 1 });
+  assert.deepStrictEqual(md.split('\n'), [
+    '### disruption-guard: clean, nothing protected was disrupted',
+    '',
+    '| Window | tw-0123456789abcdef |',
+    '|---|---|',
+    '| Namespace | shop |',
+    '| Phase | Closed |',
+    '| Reason | e2e #12 \\| nightly |',
+    '| Pods selected | tier=backend |',
+    '| Opened | 2025-06-01T10:00:00Z |',
+    '| Ended | 2025-06-01T10:12:03Z (open 12m3s) |',
+    '| Protected | 2 pods on 1 node, 1 workload under a PodDisruptionBudget |',
+    '| Evictions blocked | 1 |',
+    '| Pods disrupted | 0 |',
+    '| Nodes disrupted | 0 |',
+    '| Rollouts by disruption-guard | 0 |',
+    '',
+  ]);
+});
+
+test('the step summary names what was disrupted, and protection that never was', () => {
+  const md = summaryMarkdown({
+    ...closed,
+    selector: {},
+    reason: '',
+    report: {
+      clean: false,
+      evictionsBlocked: 0,
+      podsDisrupted: 2,
+      disruptedPods: ['api-1', 'api-2'],
+      rollouts: 1,
+      nodesDisrupted: ['node-a'],
+    },
+  }, null);
+  const lines = md.split('\n');
+  assert.strictEqual(lines[0], '### disruption-guard: 2 pods and 1 node disrupted');
+  assert.ok(lines.includes('| Pods selected | all pods of the namespace |'), md);
+  assert.ok(lines.includes('| Reason |  |'), md);
+  assert.ok(lines.includes('| Protected | not in effect when the job went on (fail-open) |'), md);
+  assert.ok(lines.includes('| Pods disrupted | 2: api-1, api-2 |'), md);
+  assert.ok(lines.includes('| Nodes disrupted | 1: node-a |'), md);
+  assert.ok(lines.includes('| Rollouts by disruption-guard | 1 |'), md);
+  assert.ok(!summaryMarkdown({ ...closed, endedAt: undefined }, null).includes('(open'));
+});
+
+test('the root action.yml offers what examples/github-action/action.yml offers', () => {
+  const head = (file) => fs.readFileSync(file, 'utf8').split(/^runs:/m)[0];
+  const root = path.join(__dirname, '..', '..', 'action.yml');
+  const example = path.join(__dirname, 'action.yml');
+  assert.strictEqual(head(root), head(example), 'name, inputs and outputs are the same');
+  const runs = (file) => fs.readFileSync(file, 'utf8').split(/^runs:/m)[1];
+  assert.match(runs(root), /using: node24\n {2}main: examples\/github-action\/main\.js\n {2}post: examples\/github-action\/post\.js\n {2}post-if: always\(\)/);
+  assert.match(runs(example), /using: node24\n {2}main: main\.js\n {2}post: post\.js\n {2}post-if: always\(\)/);
 });

@@ -1,8 +1,11 @@
 // Opens the window and waits until protection is in effect.
 'use strict';
-const { input, appendTo, call, durationMs, guardFailure } = require('./lib');
+const {
+  input, appendTo, call, durationMs, guardFailure, maskToken, newNonce, idempotencyKey,
+} = require('./lib');
 
 async function main() {
+  maskToken();
   const retryFor = durationMs(input('retry-for') || '2m');
   const server = input('server', true).replace(/\/$/, '');
   const token = input('token', true);
@@ -20,9 +23,9 @@ async function main() {
         ? `${process.env.GITHUB_SERVER_URL}/${process.env.GITHUB_REPOSITORY}/actions/runs/${process.env.GITHUB_RUN_ID}`
         : undefined,
     },
-    // A re-run of the same job attempt reuses its window instead of opening a second one.
-    idempotencyKey: [process.env.GITHUB_RUN_ID, process.env.GITHUB_RUN_ATTEMPT, process.env.GITHUB_JOB]
-      .filter(Boolean).join('-') || undefined,
+    // Made once, before the retries: a retried open finds the window a lost attempt made, and
+    // each leg of a matrix job (same run, attempt and job id) opens its own window.
+    idempotencyKey: idempotencyKey({ key: input('key'), env: process.env, nonce: newNonce() }),
   };
   const timeout = input('wait-timeout') || '60s';
   const url = `${server}/v1/namespaces/${encodeURIComponent(namespace)}/windows?wait=true&timeout=${encodeURIComponent(timeout)}`;
@@ -45,6 +48,9 @@ async function main() {
   const name = window.name;
   appendTo('GITHUB_STATE', 'window', name);
   appendTo('GITHUB_STATE', 'namespace', namespace);
+  // What is protected now, for post's summary: the close answers once protection is released.
+  const { workloads, pods, nodes } = window.protected || {};
+  appendTo('GITHUB_STATE', 'protection', JSON.stringify({ workloads, pods, nodes }));
   appendTo('GITHUB_OUTPUT', 'window', name);
   appendTo('GITHUB_OUTPUT', 'protected', 'true');
   console.log(`disruption-guard: window ${namespace}/${name} is open and protection is in effect`);
