@@ -293,6 +293,169 @@ async fn the_client_talks_to_testwindow_objects_directly_with_a_kubeconfig() {
     .await;
 }
 
+/// `kubectl config …` on the kubeconfig at `path`; its stdout.
+fn kubectl_config(path: &std::path::Path, args: &[&str]) -> String {
+    let out = run_ok(
+        support::kubectl()
+            .env("KUBECONFIG", path)
+            .arg("config")
+            .args(args),
+    );
+    stdout(&out)
+}
+
+#[tokio::test]
+async fn without_a_server_the_client_reads_kubeconfig_and_the_contexts_namespace_as_kubectl() {
+    with_namespace(|kube, ns| async move {
+        // A kubeconfig whose current context names the test's namespace, and a second context
+        // `elsewhere` on the same cluster naming another one.
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("kubeconfig-{ns}"));
+        std::fs::copy(support::kubeconfig(), &path).unwrap();
+        kubectl_config(
+            &path,
+            &["set-context", "--current", &format!("--namespace={ns}")],
+        );
+        let cluster = kubectl_config(
+            &path,
+            &["view", "-o", "jsonpath={.contexts[0].context.cluster}"],
+        );
+        let user = kubectl_config(
+            &path,
+            &["view", "-o", "jsonpath={.contexts[0].context.user}"],
+        );
+        kubectl_config(
+            &path,
+            &[
+                "set-context",
+                "elsewhere",
+                &format!("--cluster={cluster}"),
+                &format!("--user={user}"),
+                "--namespace=nowhere",
+            ],
+        );
+        let client = || {
+            let mut cmd = Command::new(binary());
+            cmd.env_clear().env("KUBECONFIG", &path);
+            cmd
+        };
+
+        // No --server, no --kubeconfig, no -n: KUBECONFIG and its context's namespace.
+        let out =
+            run_ok(client().args(["open", "--no-wait", "-o", "name", "--name", "by-context"]));
+        assert_eq!(stdout(&out).trim(), "by-context");
+        assert_eq!(
+            window(&kube, &ns, "by-context")
+                .await
+                .metadata
+                .name
+                .as_deref(),
+            Some("by-context")
+        );
+
+        // --context picks another context, and so its namespace.
+        let out = client()
+            .args(["get", "by-context", "--context", "elsewhere"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("nowhere"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // An explicit -n wins over the context's namespace.
+        run_ok(client().args(["get", "by-context", "--context", "elsewhere", "-n", &ns]));
+        run_ok(client().args(["close", "by-context", "--no-wait"]));
+        assert!(window(&kube, &ns, "by-context").await.spec.closed);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn list_filters_by_label_and_across_namespaces_as_kubectl_get_does() {
+    with_namespace(|_kube, ns| async move {
+        with_namespace(move |_kube, other| async move {
+            let op = Operator::start(&ns, &[]).await;
+            let direct = |args: &[&str]| {
+                let mut cmd = Command::new(binary());
+                cmd.env_clear()
+                    .arg(format!("--kubeconfig={}", support::kubeconfig().display()))
+                    .args(args);
+                cmd
+            };
+            for name in ["a", "b"] {
+                run_ok(client(&op, &ns).args(["open", "--no-wait", "--name", name]));
+            }
+            run_ok(&mut direct(&[
+                "open",
+                "--no-wait",
+                "-n",
+                &other,
+                "--name",
+                "c",
+            ]));
+            // A label only this test uses, on a and c.
+            let label = format!("dg-list={ns}");
+            for (namespace, name) in [(&ns, "a"), (&other, "c")] {
+                run_ok(support::kubectl().args([
+                    "label",
+                    "testwindows.disruption-guard.io",
+                    name,
+                    &label,
+                    "-n",
+                    namespace,
+                ]));
+            }
+
+            // Through the API: -l in the namespace; -A spans only the namespaces it serves.
+            let out = run_ok(client(&op, &ns).args(["list", "-l", &label, "-o", "name"]));
+            assert_eq!(stdout(&out), "a\n");
+            let out = run_ok(client(&op, &ns).args(["list", "-A", "-l", &label, "-o", "name"]));
+            assert_eq!(stdout(&out), format!("{ns}/a\n"), "{other} is not served");
+            let out = run_ok(client(&op, &ns).args(["list", "-A", "-l", &label]));
+            let table = stdout(&out);
+            assert!(table.starts_with("NAMESPACE  NAME"), "{table}");
+            assert!(
+                table
+                    .lines()
+                    .nth(1)
+                    .unwrap()
+                    .starts_with(&format!("{ns}  a ")),
+                "{table}"
+            );
+            let out = run_ok(client(&op, &ns).args(["list"]));
+            assert_eq!(
+                stdout(&out).lines().count(),
+                3,
+                "header, a and b:\n{}",
+                stdout(&out)
+            );
+
+            // Directly: -A is every namespace the kubeconfig's user may list.
+            let out = run_ok(&mut direct(&["list", "-A", "-l", &label, "-o", "name"]));
+            let mut names: Vec<String> = stdout(&out).lines().map(String::from).collect();
+            names.sort();
+            let mut want = vec![format!("{ns}/a"), format!("{other}/c")];
+            want.sort();
+            assert_eq!(names, want);
+
+            // A malformed selector is refused, naming the field.
+            let out = client(&op, &ns)
+                .args(["list", "-l", "app in (web"])
+                .output()
+                .unwrap();
+            assert!(!out.status.success());
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("labelSelector") && err.contains("400"),
+                "{err}"
+            );
+        })
+        .await;
+    })
+    .await;
+}
+
 // Needs the window controller: Ready before the command, PDBs and annotations removed after.
 #[tokio::test]
 async fn run_leaves_no_active_window_pdb_or_annotation_once_the_controller_runs() {

@@ -489,7 +489,7 @@ async fn the_api_server_refuses_windows_with_a_bad_ttl_or_a_malformed_selector()
 
         let out = support::kubectl().args(["get", "tw", "-n", &ns]).output().unwrap();
         let header = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string();
-        for column in ["NAME", "PHASE", "EXPIRES", "PODS", "NODES", "REASON", "AGE"] {
+        for column in ["NAME", "READY", "PHASE", "EXPIRES", "PODS", "NODES", "REASON", "AGE"] {
             assert!(header.contains(column), "missing column {column} in {header:?}");
         }
         let _ = api.delete("good", &DeleteParams::default()).await;

@@ -186,7 +186,8 @@ impl Authenticator {
                 })
             } else {
                 Err(ApiError::Forbidden(format!(
-                    "namespace: static token {name:?} may not use namespace {ns}"
+                    "namespace: static token {name:?} may not use {}",
+                    scope_text(ns)
                 )))
             };
         }
@@ -264,10 +265,20 @@ impl Authenticator {
             Ok(Identity { name: username })
         } else {
             Err(ApiError::Forbidden(format!(
-                "namespace: {username} may not {} testwindows.{GROUP} in namespace {ns}",
-                verb.as_str()
+                "namespace: {username} may not {} testwindows.{GROUP} in {}",
+                verb.as_str(),
+                scope_text(ns)
             )))
         }
+    }
+}
+
+/// `namespace shop`, or `every namespace` for the empty namespace of a cluster-wide check.
+fn scope_text(ns: &str) -> String {
+    if ns.is_empty() {
+        "every namespace".into()
+    } else {
+        format!("namespace {ns}")
     }
 }
 

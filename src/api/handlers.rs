@@ -1,7 +1,8 @@
 //! The HTTP handlers: check scope and permission, parse the body, call [`Windows`], answer.
 //!
 //! Each route needs one RBAC verb on `testwindows` in the namespace: open `create`, get
-//! `get`, list `list`, renew `patch`, close `delete`.
+//! `get`, list `list`, renew `patch`, close `delete`; the list of every namespace needs `list`
+//! cluster-wide.
 //!
 //! [`Windows`]: super::windows::Windows
 
@@ -192,12 +193,23 @@ pub async fn open(
     Ok(resp)
 }
 
+/// `?labelSelector=team=shop,ci`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only windows whose labels match this selector (Kubernetes text syntax, as `kubectl -l`).
+    #[serde(default, rename = "labelSelector")]
+    #[param(rename = "labelSelector")]
+    pub label_selector: Option<String>,
+}
+
 /// List the windows of a namespace.
 #[utoipa::path(
     get, path = "/v1/namespaces/{namespace}/windows", tag = "windows",
-    params(("namespace" = String, Path, description = "Namespace")),
+    params(("namespace" = String, Path, description = "Namespace"), ListQuery),
     responses(
         (status = 200, description = "The windows", body = WindowList),
+        (status = 400, description = "Malformed label selector", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
@@ -208,11 +220,42 @@ pub async fn open(
 pub async fn list(
     State(state): State<ApiState>,
     Path(ns): Path<String>,
+    Query(query): Query<ListQuery>,
     headers: HeaderMap,
 ) -> Result<Json<WindowList>, ApiError> {
     state.auth.authorize(&headers, &ns, Verb::List).await?;
     check_scope(&state, &ns)?;
-    Ok(Json(state.windows.list(&ns).await?))
+    let labels = query.label_selector.as_deref();
+    Ok(Json(state.windows.list(Some(&ns), labels).await?))
+}
+
+/// List the windows of every namespace this operator serves (`kubectl get -A`). Needs `list`
+/// on `testwindows` in every namespace (a cluster-wide grant), as `kubectl get -A` does.
+#[utoipa::path(
+    get, path = "/v1/windows", tag = "windows",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The windows, by namespace and name", body = WindowList),
+        (status = 400, description = "Malformed label selector", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in every namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_all(
+    State(state): State<ApiState>,
+    Query(query): Query<ListQuery>,
+    headers: HeaderMap,
+) -> Result<Json<WindowList>, ApiError> {
+    state.auth.authorize(&headers, "", Verb::List).await?;
+    let mut list = state
+        .windows
+        .list(None, query.label_selector.as_deref())
+        .await?;
+    list.items.retain(|w| state.runtime.in_scope(&w.namespace));
+    Ok(Json(list))
 }
 
 /// Read one window: its state and report.

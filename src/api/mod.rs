@@ -129,6 +129,7 @@ pub fn router(state: ApiState) -> Router {
             "/v1/namespaces/{namespace}/windows",
             post(handlers::open).get(handlers::list),
         )
+        .route("/v1/windows", get(handlers::list_all))
         .route(
             "/v1/namespaces/{namespace}/windows/{name}",
             get(handlers::get).delete(handlers::close),

@@ -22,7 +22,7 @@ use super::types::{
         license(name = "Apache-2.0"),
     ),
     paths(
-        handlers::open, handlers::list, handlers::get, handlers::renew, handlers::close,
+        handlers::open, handlers::list, handlers::list_all, handlers::get, handlers::renew, handlers::close,
         super::serve_openapi
     ),
     components(schemas(

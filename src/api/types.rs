@@ -165,7 +165,7 @@ pub struct RenewRequest {
 }
 
 /// A window: what it protects, its state and its report.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct WindowView {
     /// Name of the window.

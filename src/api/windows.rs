@@ -254,13 +254,29 @@ impl Windows {
         })
     }
 
-    /// Lists the windows of a namespace, by name.
-    pub async fn list(&self, ns: &str) -> Result<WindowList, ApiError> {
-        let list = bounded(self.api(ns).list(&ListParams::default()))
+    /// Lists the windows of a namespace (every namespace with `None`) whose labels match
+    /// `labels` (a label selector in the text syntax, checked first: a malformed one is a 400
+    /// naming `labelSelector`), by namespace and name.
+    pub async fn list(
+        &self,
+        ns: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<WindowList, ApiError> {
+        let mut params = ListParams::default();
+        if let Some(text) = labels.filter(|t| !t.trim().is_empty()) {
+            selector::parse_text(text)
+                .map_err(|e| ApiError::BadRequest(format!("labelSelector: {e}")))?;
+            params = params.labels(text);
+        }
+        let api = match ns {
+            Some(ns) => self.api(ns),
+            None => Api::all(self.client.clone()),
+        };
+        let list = bounded(api.list(&params))
             .await
             .map_err(|e| ApiError::from_kube(e, "listing windows"))?;
         let mut items: Vec<WindowView> = list.items.iter().map(WindowView::from_window).collect();
-        items.sort_by(|a, b| a.name.cmp(&b.name));
+        items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Ok(WindowList { items })
     }
 

@@ -41,18 +41,18 @@ pub struct Connection {
         conflicts_with = "token"
     )]
     pub token_file: Option<PathBuf>,
-    /// Talk to the cluster's TestWindow objects directly with this kubeconfig instead of the API.
+    /// Talk to the cluster's TestWindow objects directly with this kubeconfig instead of the
+    /// API. Without `--server`, direct mode reads the kubeconfig as kubectl does: `KUBECONFIG`
+    /// (several files merged), else `~/.kube/config`.
     #[arg(long, global = true, conflicts_with = "server")]
     pub kubeconfig: Option<PathBuf>,
-    /// Namespace of the window.
-    #[arg(
-        short,
-        long,
-        env = "DISRUPTION_GUARD_NAMESPACE",
-        default_value = "default",
-        global = true
-    )]
-    pub namespace: String,
+    /// The kubeconfig context to use in direct mode (default: its current context).
+    #[arg(long, global = true, conflicts_with = "server")]
+    pub context: Option<String>,
+    /// Namespace of the window [default: in direct mode the context's namespace, as kubectl;
+    /// else `default`].
+    #[arg(short, long, env = "DISRUPTION_GUARD_NAMESPACE", global = true)]
+    pub namespace: Option<String>,
     /// Output format on stdout.
     #[arg(short, long, value_enum, default_value_t = Format::Table, global = true)]
     pub output: Format,
@@ -130,6 +130,17 @@ pub struct CloseArgs {
 pub struct GetArgs {
     /// The window.
     pub name: String,
+}
+
+/// `list [-A] [-l SELECTOR]`.
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// List the windows of every namespace, with a NAMESPACE column (as `kubectl get -A`).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Only windows whose labels match this selector, as `kubectl get -l` (`team=shop,ci`).
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
 }
 
 /// `run [OPTIONS] -- CMD ARGS…`.
@@ -220,22 +231,55 @@ fn direct_limits() -> TtlLimits {
 }
 
 impl Connection {
-    async fn backend(&self) -> Result<Backend, ClientError> {
-        if let Some(path) = &self.kubeconfig {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| ClientError::Config(format!("reading {}: {e}", path.display())))?;
-            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| ClientError::Config(format!("loading {}: {e}", path.display())))?;
+    /// The backend, and the namespace to act in: `-n`, else in direct mode the kubeconfig
+    /// context's namespace (kubectl's rule), else `default`.
+    async fn backend(&self) -> Result<(Backend, String), ClientError> {
+        let Some(server) = self.server.as_deref() else {
+            let config = self.kubeconfig().await?;
+            let namespace = self
+                .namespace
+                .clone()
+                .unwrap_or_else(|| config.default_namespace.clone());
             let client = kube::Client::try_from(config)
                 .map_err(|e| ClientError::Config(format!("building a Kubernetes client: {e}")))?;
-            return Ok(Backend::Kube(Windows::new(client, direct_limits())));
-        }
-        let server = self.server.as_deref().ok_or_else(|| {
-            ClientError::Config(
-                "no server: pass --server URL (or DISRUPTION_GUARD_SERVER), or --kubeconfig".into(),
-            )
+            return Ok((
+                Backend::Kube(Windows::new(client, direct_limits())),
+                namespace,
+            ));
+        };
+        let namespace = self.namespace.clone().unwrap_or_else(|| "default".into());
+        Ok((self.http(server)?, namespace))
+    }
+
+    /// Direct mode's configuration: `--kubeconfig`, else kubectl's files, at `--context`.
+    async fn kubeconfig(&self) -> Result<kube::Config, ClientError> {
+        let options = kube::config::KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let (kubeconfig, source) = match &self.kubeconfig {
+            Some(path) => (
+                kube::config::Kubeconfig::read_from(path),
+                path.display().to_string(),
+            ),
+            None => (
+                kube::config::Kubeconfig::read(),
+                "the kubeconfig (KUBECONFIG or ~/.kube/config)".to_string(),
+            ),
+        };
+        let kubeconfig = kubeconfig.map_err(|e| {
+            ClientError::Config(format!(
+                "no server and no kubeconfig: pass --server URL (or DISRUPTION_GUARD_SERVER), or \
+                 --kubeconfig; reading {source}: {e}"
+            ))
         })?;
+        kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| ClientError::Config(format!("loading {source}: {e}")))
+    }
+
+    /// Server mode: the HTTP API at `server`, with the bearer token if one is given.
+    fn http(&self, server: &str) -> Result<Backend, ClientError> {
         let token = match (&self.token, &self.token_file) {
             (Some(t), _) => Some(t.trim().to_string()),
             (None, Some(path)) => Some(
@@ -262,7 +306,7 @@ pub enum ClientCommand {
     /// Read one window.
     Get(GetArgs),
     /// List windows.
-    List,
+    List(ListArgs),
     /// Renew a window.
     Renew(RenewArgs),
     /// Close a window.
@@ -288,8 +332,8 @@ pub async fn run(conn: Connection, cmd: ClientCommand) -> ExitCode {
 }
 
 async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, ClientError> {
-    let backend = conn.backend().await?;
-    let ns = conn.namespace.as_str();
+    let (backend, ns) = conn.backend().await?;
+    let ns = ns.as_str();
     let fmt = conn.output;
     match cmd {
         ClientCommand::Open(args) => {
@@ -317,8 +361,10 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
                 output::window(&backend.get(ns, &args.name).await?, fmt, false)
             );
         }
-        ClientCommand::List => {
-            print!("{}", output::windows(&backend.list(ns).await?.items, fmt));
+        ClientCommand::List(args) => {
+            let scope = (!args.all_namespaces).then_some(ns);
+            let list = backend.list(scope, args.selector.as_deref()).await?;
+            print!("{}", output::windows(&list.items, fmt, args.all_namespaces));
         }
         ClientCommand::Renew(args) => {
             let view = backend.renew(ns, &args.name, args.ttl).await?;

@@ -52,7 +52,7 @@ pub enum Command {
     /// Show one test window and its report (CI client).
     Get(GetArgs),
     /// List test windows (CI client).
-    List,
+    List(client::ListArgs),
     /// Open a window, run a command inside it, close it, exit with the command's code.
     Run(RunArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
@@ -81,7 +81,7 @@ impl Command {
             Command::Close(a) => C::Close(a),
             Command::Renew(a) => C::Renew(a),
             Command::Get(a) => C::Get(a),
-            Command::List => C::List,
+            Command::List(a) => C::List(a),
             Command::Run(a) => C::Run(a),
         };
         Ok(client::run(connection, client_command).await)

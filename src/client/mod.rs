@@ -264,11 +264,23 @@ impl Backend {
         }
     }
 
-    /// Lists windows.
-    pub async fn list(&self, ns: &str) -> Result<WindowList, ClientError> {
+    /// Lists the windows of `ns` (every namespace with `None`) whose labels match `labels`.
+    pub async fn list(
+        &self,
+        ns: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<WindowList, ClientError> {
         match self {
-            Backend::Http(h) => h.send(h.client.get(h.url(ns, ""))).await,
-            Backend::Kube(w) => Ok(w.list(ns).await?),
+            Backend::Http(h) => {
+                let url = match ns {
+                    Some(ns) => h.url(ns, ""),
+                    None => format!("{}/v1/windows", h.base),
+                };
+                let query: Vec<(&str, &str)> =
+                    labels.map(|l| ("labelSelector", l)).into_iter().collect();
+                h.send(h.client.get(url).query(&query)).await
+            }
+            Backend::Kube(w) => Ok(w.list(ns, labels).await?),
         }
     }
 

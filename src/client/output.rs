@@ -1,4 +1,4 @@
-//! What the client prints: data on stdout (`-o json|yaml|name`, a table by default),
+//! What the client prints: data on stdout (`-o json|yaml|name|wide`, a table by default),
 //! reports as a few readable lines.
 
 use clap::ValueEnum;
@@ -17,6 +17,8 @@ pub enum Format {
     Yaml,
     /// Only the window name(s).
     Name,
+    /// The table with more columns: reason, opened, ended and where it comes from.
+    Wide,
 }
 
 /// A selector in `kubectl -l` syntax.
@@ -41,9 +43,14 @@ pub fn selector_text(sel: &SelectorObject) -> String {
     }
 }
 
-/// Rows of windows as a table.
-pub fn table(windows: &[WindowView]) -> String {
-    let header = [
+/// Rows of windows as a table; `wide` adds the reason, times and CI columns, `namespaces` a
+/// NAMESPACE column first (as `kubectl get -A`).
+pub fn table(windows: &[WindowView], wide: bool, namespaces: bool) -> String {
+    let mut header = Vec::new();
+    if namespaces {
+        header.push("NAMESPACE");
+    }
+    header.extend([
         "NAME",
         "PHASE",
         "READY",
@@ -53,11 +60,19 @@ pub fn table(windows: &[WindowView]) -> String {
         "DISRUPTED",
         "EXPIRES",
         "SELECTOR",
-    ];
+    ]);
+    if wide {
+        header.extend(["REASON", "OPENED", "ENDED", "CI"]);
+    }
+    let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     let rows: Vec<Vec<String>> = windows
         .iter()
         .map(|w| {
-            vec![
+            let mut row = Vec::new();
+            if namespaces {
+                row.push(w.namespace.clone());
+            }
+            row.extend([
                 w.name.clone(),
                 w.phase.clone(),
                 w.ready.to_string(),
@@ -65,9 +80,25 @@ pub fn table(windows: &[WindowView]) -> String {
                 w.protected.nodes.to_string(),
                 w.protected.pdbs.len().to_string(),
                 w.report.pods_disrupted.to_string(),
-                w.expires_at.clone().unwrap_or_else(|| "-".into()),
+                or_dash(&w.expires_at),
                 selector_text(&w.selector),
-            ]
+            ]);
+            if wide {
+                let ci =
+                    w.ci.as_ref()
+                        .and_then(|c| c.url.clone().or(c.provider.clone()));
+                row.extend([
+                    if w.reason.is_empty() {
+                        "-".into()
+                    } else {
+                        w.reason.clone()
+                    },
+                    or_dash(&w.opened_at),
+                    or_dash(&w.ended_at),
+                    or_dash(&ci),
+                ]);
+            }
+            row
         })
         .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -139,7 +170,9 @@ pub fn report(w: &WindowView) -> String {
 pub fn window(w: &WindowView, format: Format, as_report: bool) -> String {
     match format {
         Format::Table if as_report => report(w),
-        Format::Table => table(std::slice::from_ref(w)),
+        Format::Table | Format::Wide => {
+            table(std::slice::from_ref(w), format == Format::Wide, false)
+        }
         Format::Json => format!("{}\n", serde_json::to_string_pretty(w).unwrap_or_default()),
         Format::Yaml => serde_saphyr::to_string(w).unwrap_or_default(),
         Format::Name => format!("{}\n", w.name),
@@ -147,9 +180,11 @@ pub fn window(w: &WindowView, format: Format, as_report: bool) -> String {
 }
 
 /// Several windows in `format`.
-pub fn windows(ws: &[WindowView], format: Format) -> String {
+/// A list of windows; across namespaces (`-A`) tables get a NAMESPACE column, as kubectl's,
+/// and `-o name` prints `namespace/name`, so that each line names one window.
+pub fn windows(ws: &[WindowView], format: Format, namespaces: bool) -> String {
     match format {
-        Format::Table => table(ws),
+        Format::Table | Format::Wide => table(ws, format == Format::Wide, namespaces),
         Format::Json => format!(
             "{}\n",
             serde_json::to_string_pretty(&serde_json::json!({ "items": ws })).unwrap_or_default()
@@ -157,6 +192,10 @@ pub fn windows(ws: &[WindowView], format: Format) -> String {
         Format::Yaml => {
             serde_saphyr::to_string(&serde_json::json!({ "items": ws })).unwrap_or_default()
         }
+        Format::Name if namespaces => ws
+            .iter()
+            .map(|w| format!("{}/{}\n", w.namespace, w.name))
+            .collect(),
         Format::Name => ws.iter().map(|w| format!("{}\n", w.name)).collect(),
     }
 }
@@ -178,5 +217,61 @@ mod tests {
         };
         assert_eq!(selector_text(&sel), "app=web,env in (ci,dev)");
         assert_eq!(selector_text(&SelectorObject::default()), "<all pods>");
+    }
+
+    #[test]
+    fn wide_adds_the_reason_times_and_ci_columns() {
+        let w = WindowView {
+            name: "e2e".into(),
+            phase: "Closed".into(),
+            reason: "make e2e".into(),
+            opened_at: Some("2026-12-03T10:00:00Z".into()),
+            ended_at: Some("2026-12-03T10:20:00Z".into()),
+            ci: Some(crate::api::types::CiMeta {
+                provider: Some("github".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let narrow = table(std::slice::from_ref(&w), false, false);
+        let wide = table(std::slice::from_ref(&w), true, false);
+        assert!(!narrow.contains("REASON") && !narrow.contains("make e2e"));
+        let header = wide.lines().next().unwrap();
+        assert!(
+            header.ends_with("REASON    OPENED                ENDED                 CI"),
+            "{header:?}"
+        );
+        let row = wide.lines().nth(1).unwrap();
+        assert!(
+            row.contains("make e2e")
+                && row.contains("2026-12-03T10:20:00Z")
+                && row.ends_with("github"),
+            "{row:?}"
+        );
+    }
+
+    #[test]
+    fn across_namespaces_the_table_leads_with_the_namespace_and_names_are_qualified() {
+        let ws = [
+            WindowView {
+                name: "e2e".into(),
+                namespace: "shop".into(),
+                ..Default::default()
+            },
+            WindowView {
+                name: "e2e".into(),
+                namespace: "billing".into(),
+                ..Default::default()
+            },
+        ];
+        let table = windows(&ws, Format::Table, true);
+        assert!(table.starts_with("NAMESPACE  NAME"), "{table}");
+        assert!(
+            table.lines().nth(1).unwrap().starts_with("shop       e2e"),
+            "{table}"
+        );
+        assert_eq!(windows(&ws, Format::Name, true), "shop/e2e\nbilling/e2e\n");
+        assert_eq!(windows(&ws, Format::Name, false), "e2e\ne2e\n");
+        assert!(windows(&ws, Format::Table, false).starts_with("NAME "));
     }
 }

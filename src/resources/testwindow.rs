@@ -25,6 +25,11 @@ use serde::{Deserialize, Serialize};
     status = "TestWindowStatus",
     derive = "PartialEq",
     doc = "A span of time during which the selected pods are protected from voluntary disruption.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     // A future date would print as "<invalid>" with type date (kubectl shows dates as ages).
     printcolumn(name = "Expires", type_ = "string", json_path = ".status.expiresAt"),
