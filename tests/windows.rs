@@ -770,6 +770,70 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// What a running operator exports beside its windows, checked against a real API server: its
+/// reconciles timed by controller and result, its requests to the API server by verb and code,
+/// and the standard process metrics, unprefixed.
+fn operator_metrics_describe_the_run(metrics: &str) {
+    let at_least = |series: &str, min: f64| {
+        let value = sample(metrics, series);
+        assert!(
+            value.is_some_and(|v| v >= min),
+            "{series} = {value:?}, expected at least {min}\n{metrics}"
+        );
+    };
+    // Two windows, each reconciled several times (open, Ready, end).
+    at_least(
+        "disruption_guard_reconcile_duration_seconds_count{controller=\"window\",result=\"success\"}",
+        2.0,
+    );
+    // No node is disrupted: the drain watcher's series exist, at 0.
+    assert_eq!(
+        sample(
+            metrics,
+            "disruption_guard_reconcile_duration_seconds_count{controller=\"drain\",result=\"success\"}"
+        ),
+        Some(0.0),
+        "{metrics}"
+    );
+    // Start-up reads (/version, the CRD), the caches' lists and watches, the finalizer and
+    // status patches of the windows.
+    for verb in ["get", "list", "watch", "patch"] {
+        at_least(
+            &format!("disruption_guard_kube_requests_total{{verb=\"{verb}\",code=\"200\"}}"),
+            1.0,
+        );
+        at_least(
+            &format!("disruption_guard_kube_request_duration_seconds_count{{verb=\"{verb}\"}}"),
+            1.0,
+        );
+    }
+    for line in metrics
+        .lines()
+        .filter(|l| l.contains("kube_requests_total{"))
+    {
+        assert!(
+            !line.contains('/') && !line.contains("namespace"),
+            "a path or name in a label: {line}"
+        );
+    }
+    at_least("process_resident_memory_bytes", f64::from(1 << 20));
+    at_least("process_virtual_memory_bytes", f64::from(1 << 20));
+    at_least("process_cpu_seconds_total", 0.01);
+    at_least("process_open_fds", 3.0);
+    let open = sample(metrics, "process_open_fds").unwrap();
+    at_least("process_max_fds", open);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = sample(metrics, "process_start_time_seconds").unwrap();
+    assert!(
+        started <= now + 1.0 && started > now - 3600.0,
+        "process_start_time_seconds {started}, now {now}"
+    );
+    assert!(!metrics.contains("disruption_guard_process_"), "{metrics}");
+}
+
 #[tokio::test]
 async fn a_closed_and_an_expired_window_are_each_counted_once_with_their_duration() {
     with_namespace(|client, ns| async move {
@@ -842,6 +906,7 @@ async fn a_closed_and_an_expired_window_are_each_counted_once_with_their_duratio
         }
         assert_eq!(spans[1], 5.0, "the expired window lasted its ttl");
         assert!(spans[0] >= 2.0, "the closed window was open 2 s at least");
+        operator_metrics_describe_the_run(&metrics);
 
         // Later reconciles of the ended windows (their retention, a restart) count nothing
         // again: the transition is decided from the stored status. The restarted operator has

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -101,7 +101,8 @@ impl Watcher {
         }
     }
 
-    /// One pass over a node: nothing unless it is being disrupted; else a decision per pod.
+    /// One pass over a node: nothing unless it is being disrupted; else a decision per pod,
+    /// timed as the drain watcher's reconcile (an error when a rollout in it failed).
     async fn pass(&mut self, node: &Node) {
         let uid = node.metadata.uid.clone().unwrap_or_default();
         let drain = &self.args;
@@ -112,6 +113,8 @@ impl Watcher {
             }
             return;
         };
+        let started = Instant::now();
+        let mut failed = false;
         let first = *self
             .first_seen
             .entry(uid.clone())
@@ -151,14 +154,16 @@ impl Watcher {
                             .await;
                     }
                 }
-                Decision::RollOut(plan) => self.act(&plan, &raised, since).await,
+                Decision::RollOut(plan) => failed |= !self.act(&plan, &raised, since).await,
             }
             self.metrics.decided(counted);
         }
+        self.metrics.passes.observe(!failed, started.elapsed());
     }
 
-    /// The only step that writes: re-check, patch, record, report.
-    async fn act(&mut self, plan: &RolloutPlan, raised: &Raised, since: Timestamp) {
+    /// The only step that writes: re-check, patch, record, report. False when it failed (it is
+    /// retried on the next pass).
+    async fn act(&mut self, plan: &RolloutPlan, raised: &Raised, since: Timestamp) -> bool {
         let drain = &self.args;
         let metrics = &self.metrics;
         // The stores decided to roll out, so this process's record does not stand in the way;
@@ -200,8 +205,10 @@ impl Watcher {
                     error = %error, source = ?std::error::Error::source(&error),
                     "rollout failed; retrying on the next pass"
                 );
+                return false;
             }
         }
+        true
     }
 
     fn decide_from_stores(&self, node: &NodeRef, pod: &Pod) -> Decision {

@@ -1,9 +1,13 @@
-//! Prometheus metrics of the operator, all prefixed `disruption_guard_`.
+//! Prometheus metrics of the operator: its own, prefixed `disruption_guard_`, and the standard
+//! process metrics (`process_*`, [`super::process`]), unprefixed as every client library
+//! exports them.
 //!
 //! Each component owns its metric families (`window::WindowMetrics`, `drain::DrainMetrics`,
-//! `api::ApiMetrics`, `intercept::InterceptMetrics`) and registers them here. Label values come
-//! from fixed vocabularies
-//! (phases, reasons, error categories), never from object names, so cardinality stays bounded.
+//! `api::ApiMetrics`, `intercept::InterceptMetrics`) and registers them here; the runtime's
+//! (`runtime::RequestMetrics` for the API client, `runtime::ReconcileMetrics` shared by the
+//! controllers) too, and each controller gets its handle of the latter from here. Label values
+//! come from fixed vocabularies (phases, reasons, error categories, verbs), never from object
+//! names, so cardinality stays bounded.
 
 use std::sync::Arc;
 
@@ -12,10 +16,20 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
+use super::process::ProcessCollector;
 use crate::api::ApiMetrics;
 use crate::drain::DrainMetrics;
 use crate::intercept::InterceptMetrics;
+use crate::runtime::{ReconcileMetrics, RequestMetrics};
 use crate::window::WindowMetrics;
+
+/// The prefix of the operator's own metrics.
+pub const PREFIX: &str = "disruption_guard";
+
+/// The `controller` label of the window controller's reconciles.
+pub const WINDOW_CONTROLLER: &str = "window";
+/// The `controller` label of the drain watcher's passes over a disrupted node.
+pub const DRAIN_CONTROLLER: &str = "drain";
 
 /// The operator's metric registry and the handles of every component.
 pub struct Metrics {
@@ -30,11 +44,15 @@ pub struct Metrics {
     pub api: Arc<ApiMetrics>,
     /// Eviction interception metrics.
     pub intercept: Arc<InterceptMetrics>,
+    /// Requests of the Kubernetes client (its layer is built from this handle).
+    pub kube_requests: RequestMetrics,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("disruption_guard");
+        let mut root = Registry::default();
+        root.register_collector(Box::new(ProcessCollector));
+        let registry = root.sub_registry_with_prefix(PREFIX);
         registry.register(
             "build",
             "Version of the running binary",
@@ -46,21 +64,26 @@ impl Default for Metrics {
             "1 while this replica may write (holds the leader Lease)",
             leader.clone(),
         );
-        let window = WindowMetrics::default();
-        window.register(&mut registry);
-        let drain = DrainMetrics::default();
-        drain.register(&mut registry);
+        let reconciles = ReconcileMetrics::default();
+        reconciles.register(registry);
+        let kube_requests = RequestMetrics::default();
+        kube_requests.register(registry);
+        let window = WindowMetrics::new(reconciles.controller(WINDOW_CONTROLLER));
+        window.register(registry);
+        let drain = DrainMetrics::new(reconciles.controller(DRAIN_CONTROLLER));
+        drain.register(registry);
         let api = ApiMetrics::default();
-        api.register(&mut registry);
+        api.register(registry);
         let intercept = InterceptMetrics::default();
-        intercept.register(&mut registry);
+        intercept.register(registry);
         Self {
-            registry,
+            registry: root,
             leader,
             window: Arc::new(window),
             drain: Arc::new(drain),
             api: Arc::new(api),
             intercept: Arc::new(intercept),
+            kube_requests,
         }
     }
 }
@@ -97,11 +120,62 @@ mod tests {
             "disruption_guard_drain_skips_total{reason=\"too_many_replicas\"} 0",
             "disruption_guard_intercept_allowed_total{reason=\"timeout\"} 0",
             "disruption_guard_intercept_timeouts_total 0",
+            "disruption_guard_reconcile_duration_seconds_count{controller=\"window\",result=\"success\"} 0",
+            "disruption_guard_reconcile_duration_seconds_count{controller=\"window\",result=\"error\"} 0",
+            "disruption_guard_reconcile_duration_seconds_count{controller=\"drain\",result=\"success\"} 0",
+            "disruption_guard_reconcile_duration_seconds_count{controller=\"drain\",result=\"error\"} 0",
+            "disruption_guard_kube_request_duration_seconds_count{verb=\"watch\"} 0",
+            "disruption_guard_kube_request_duration_seconds_count{verb=\"patch\"} 0",
         ] {
             assert!(
                 out.contains(&format!("{line}\n")),
                 "missing {line} in\n{out}"
             );
         }
+    }
+
+    #[test]
+    fn the_process_metrics_are_exported_without_the_prefix() {
+        let out = Metrics::default().encode();
+        if cfg!(target_os = "linux") {
+            for family in [
+                "process_cpu_seconds_total ",
+                "process_resident_memory_bytes ",
+                "process_virtual_memory_bytes ",
+                "process_open_fds ",
+                "process_max_fds ",
+                "process_start_time_seconds ",
+            ] {
+                assert!(
+                    out.lines().any(|l| l.starts_with(family)),
+                    "missing {family} in\n{out}"
+                );
+            }
+        }
+        assert!(!out.contains("disruption_guard_process_"), "{out}");
+        // Everything else keeps its prefix.
+        for line in out.lines().filter(|l| !l.starts_with('#')) {
+            assert!(
+                line.starts_with("disruption_guard_") || line.starts_with("process_"),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_kube_requests_counted_by_the_handle_appear_in_the_registry() {
+        let metrics = Metrics::default();
+        metrics
+            .kube_requests
+            .observe("list", Some(200), std::time::Duration::from_millis(12));
+        let out = metrics.encode();
+        assert!(
+            out.contains("disruption_guard_kube_requests_total{verb=\"list\",code=\"200\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("disruption_guard_kube_request_duration_seconds_count{verb=\"list\"} 1\n"),
+            "{out}"
+        );
     }
 }

@@ -14,6 +14,7 @@ use tracing::info;
 
 pub mod admin;
 pub mod metrics;
+pub mod process;
 
 pub use metrics::Metrics;
 
@@ -91,8 +92,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
         .await
         .context("reading the Kubernetes configuration (in-cluster or KUBECONFIG)")?;
-    let client =
-        connection::build(config, args.http2).context("setting up the Kubernetes client")?;
+    // The registry comes first: the client records its requests from the first one on.
+    let metrics = Arc::new(Metrics::default());
+    let client = connection::build(config, args.http2, &metrics.kube_requests)
+        .context("setting up the Kubernetes client")?;
     let protocol = connection::protocol(&client)
         .await
         .context("connecting to Kubernetes (in-cluster config or KUBECONFIG)")?;
@@ -126,7 +129,6 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         shutdown,
         identity,
     };
-    let metrics = Arc::new(Metrics::default());
     info!(
         admin_addr = %args.admin_addr,
         api_addr = %args.api.api_addr,

@@ -6,8 +6,9 @@
 //!
 //! The stack is kube's default one otherwise: server address, credentials (refreshed tokens,
 //! client certificates, exec plugins), extra headers, connect/read/write timeouts, and retries
-//! of 429/503/504 unless the configuration turns them off. Nothing here upgrades connections
-//! (no exec, attach or port forwarding), the one thing HTTP/2 would break.
+//! of 429/503/504 unless the configuration turns them off. Below the retries, every attempt is
+//! counted and timed by verb and status code ([`super::requests`]). Nothing here upgrades
+//! connections (no exec, attach or port forwarding), the one thing HTTP/2 would break.
 
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ use kube::{Client, Config};
 use tower::retry::RetryLayer;
 use tower::{BoxError, ServiceBuilder};
 
+use super::requests::RequestMetrics;
+
 /// Interval of HTTP/2 PINGs: a connection that stops answering is noticed and replaced
 /// within two of them, watches included.
 const KEEP_ALIVE: Duration = Duration::from_secs(30);
@@ -30,9 +33,13 @@ const KEEP_ALIVE: Duration = Duration::from_secs(30);
 const STREAM_WINDOW: u32 = 4 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
 
-/// Builds the client for `config`, offering HTTP/2 unless `http2` is false; fails only on bad
-/// credentials or TLS material.
-pub fn build(config: Config, http2: bool) -> Result<Client, kube::Error> {
+/// Builds the client for `config`, offering HTTP/2 unless `http2` is false, recording each
+/// request in `requests`; fails only on bad credentials or TLS material.
+pub fn build(
+    config: Config,
+    http2: bool,
+    requests: &RequestMetrics,
+) -> Result<Client, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -78,6 +85,7 @@ pub fn build(config: Config, http2: bool) -> Result<Client, kube::Error> {
                 .default_retry
                 .then(|| RetryLayer::new(RetryPolicy::server_retry())),
         )
+        .layer(requests.layer(config.cluster_url.path()))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)

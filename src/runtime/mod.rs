@@ -1,6 +1,8 @@
-//! The runtime every component runs on: the client to the API server, the shared caches,
-//! leader status, readiness, shutdown, the identity the operator writes Events and holds
-//! the Lease under, and the one rollout write the components share ([`rollout`]).
+//! The runtime every component runs on: the client to the API server (its requests counted,
+//! [`requests`]), the shared caches, leader status, readiness, shutdown, the identity the
+//! operator writes Events and holds the Lease under, the one rollout write the components share
+//! ([`rollout`]), and the reconcile-duration histogram every controller records into
+//! ([`reconciles`]). The wiring registers the metric families defined here.
 //!
 //! Layering: the runtime depends only on [`crate::resources`] and [`crate::k8s`]; the components
 //! (`window`, `drain`, `api`, `intercept`) depend on it; `operator` wires them together. Nothing here
@@ -21,6 +23,8 @@ pub mod lookup;
 pub mod memory;
 pub mod pod_index;
 pub mod readiness;
+pub mod reconciles;
+pub mod requests;
 pub mod rollout;
 pub mod shutdown;
 
@@ -28,6 +32,8 @@ pub use caches::{Caches, NodeTrigger};
 pub use leader::Leadership;
 pub use pod_index::PodIndex;
 pub use readiness::Readiness;
+pub use reconciles::{ReconcileMetrics, Reconciles};
+pub use requests::RequestMetrics;
 
 /// What every component shares; cheap to clone.
 #[derive(Clone)]

@@ -1,6 +1,7 @@
 //! Metrics of the window controller: windows by phase, reconcile errors by category, the
 //! open → Ready latency, how long windows stayed open and how they ended, and how many pods and
-//! nodes are protected right now.
+//! nodes are protected right now; and its handle of the shared reconcile-duration histogram
+//! (`reconcile_duration_seconds{controller="window"}`, registered by the wiring).
 //!
 //! Every labelled series whose label values are known in advance exists from registration on
 //! (at 0), so `rate()` and `increase()` see the first event. The gauges (windows by phase,
@@ -16,6 +17,7 @@ use prometheus_client::registry::Registry;
 
 use super::gauges::WindowGauges;
 use crate::resources::{Phase, TestWindowStatus};
+use crate::runtime::Reconciles;
 
 /// Label set with an error category.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -53,10 +55,20 @@ pub struct WindowMetrics {
     ended: Family<EndLabel, Counter>,
     reconciles: Counter,
     writes: Counter,
+    /// How long each reconcile took and whether it failed.
+    pub reconcile_durations: Reconciles,
 }
 
 impl Default for WindowMetrics {
+    /// With a reconcile-duration handle of its own, registered nowhere.
     fn default() -> Self {
+        Self::new(Reconciles::unregistered("window"))
+    }
+}
+
+impl WindowMetrics {
+    /// The window controller's families, recording reconcile durations in `reconcile_durations`.
+    pub fn new(reconcile_durations: Reconciles) -> Self {
         let buckets = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0];
         let metrics = Self {
             gauges: Arc::default(),
@@ -66,6 +78,7 @@ impl Default for WindowMetrics {
             ended: Family::default(),
             reconciles: Counter::default(),
             writes: Counter::default(),
+            reconcile_durations,
         };
         // Every series with a known label value exists from the start, at 0.
         for category in super::error::CATEGORIES {

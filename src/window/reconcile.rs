@@ -4,7 +4,7 @@
 //! remove what it added.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
 use jiff::{SignedDuration, Timestamp};
@@ -28,7 +28,9 @@ use crate::resources::{Phase, TestWindow, TestWindowStatus};
 /// How many writes of one window run at once.
 const WRITE_CONCURRENCY: usize = 16;
 
-/// Reconciles a window; failures become a Warning Event, a metric and a requeue.
+/// Reconciles a window; failures become a Warning Event, a metric and a requeue. Reconciles the
+/// gates above turn away (out of scope, caches loading, not the leader) are not timed: they do
+/// nothing.
 pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = window.namespace().unwrap_or_default();
     if !ctx.runtime.in_scope(&ns) {
@@ -41,7 +43,11 @@ pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Act
     if !ctx.runtime.leader.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    let started = Instant::now();
     let result = reconcile_window(window.clone(), &ctx).await;
+    ctx.metrics
+        .reconcile_durations
+        .observe(result.is_ok(), started.elapsed());
     if let Err(err) = &result {
         ctx.metrics.error(err.category());
         warn!(window = %window.name_any(), namespace = %ns, category = err.category(), error = %err, "reconcile failed");
@@ -172,7 +178,7 @@ async fn release_deleted(window: &TestWindow, ctx: &Context) -> Result<Action, E
 
 /// Makes the plan's writes, counted and timed; the first failure, if any.
 async fn write_planned(ctx: &Context, view: &WindowFacts, plan: &WindowPlan) -> Option<Error> {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let failure = write_all(ctx, view, plan).await;
     ctx.metrics.reconciled(plan.writes.len());
     debug!(

@@ -1,6 +1,7 @@
 //! The chart's observability against the operator's real metric registry: docs/metrics.md lists
-//! exactly the registered families (name, type, labels), and every `disruption_guard_*` name and
-//! every label the dashboard and the rendered PrometheusRule use is one the operator exports.
+//! exactly the registered families (name, type, labels), and every `disruption_guard_*` and
+//! `process_*` name and every label the dashboard and the rendered PrometheusRule use is one the
+//! operator exports.
 //! Part of the `chart` test binary (`tests/chart.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,6 +46,8 @@ fn exposition() -> String {
     m.drain.signal_to_rollout.observe(1.5);
     m.api
         .observe("POST", "/v1/namespaces/{namespace}/windows", 201, 0.02);
+    m.kube_requests
+        .observe("patch", Some(200), std::time::Duration::from_millis(8));
     m.encode()
 }
 
@@ -140,11 +143,17 @@ fn matchers(body: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Whether a word of an expression or a table row names a metric of the operator: its own
+/// (`disruption_guard_*`) or a standard process metric (`process_*`, unprefixed).
+fn is_operator_metric(name: &str) -> bool {
+    name.starts_with("disruption_guard_") || name.starts_with("process_")
+}
+
 /// The families docs/metrics.md lists in its table.
 fn documented() -> BTreeSet<Family> {
     let doc = std::fs::read_to_string(repo_root().join("docs/metrics.md")).unwrap();
     doc.lines()
-        .filter(|l| l.starts_with("| `disruption_guard_"))
+        .filter(|l| l.strip_prefix("| `").is_some_and(is_operator_metric))
         .map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
             Family {
@@ -222,7 +231,7 @@ fn parse_promql(expr: &str) -> Parsed {
                     .map(|l| l.trim().to_string())
                     .filter(|l| !l.is_empty()),
             );
-        } else if word.starts_with("disruption_guard_") || word == "up" {
+        } else if is_operator_metric(word) || word == "up" {
             let labels = if after.starts_with('{') {
                 matchers(&after[1..closing_brace(after)])
                     .into_iter()
