@@ -1,6 +1,6 @@
 //! The container image, as far as it can be checked without a container engine: the Dockerfile
 //! passes hadolint (which rejects a bad one), it builds for linux/amd64 and linux/arm64 (each
-//! architecture's Rust target), the binary
+//! architecture's Rust target, the same platforms the release workflow asks for), the binary
 //! built exactly as the Dockerfile builds it is static (no ELF interpreter, no dynamic section)
 //! and runs, and the chart's default image is the one the Dockerfile documents. The arm64
 //! cross-build is opt-in (`#[ignore]`: a second release build; it needs the aarch64 target and
@@ -202,6 +202,48 @@ fn the_dockerfile_cross_compiles_amd64_and_arm64_on_the_builders_platform() {
             .any(|i| i == "COPY --from=build /disruption-guard /disruption-guard"),
         "the binaries stage holds the binary alone"
     );
+}
+
+#[test]
+fn the_release_workflow_builds_the_platforms_the_dockerfile_maps() {
+    let workflow: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join(".github/workflows/release.yml")).unwrap(),
+    )
+    .unwrap();
+    let platforms = workflow["env"]["PLATFORMS"].as_str().unwrap();
+    let arches: Vec<&str> = platforms
+        .split(',')
+        .map(|p| p.strip_prefix("linux/").expect("linux platforms"))
+        .collect();
+    assert_eq!(
+        arches,
+        rust_targets()
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        "the workflow's PLATFORMS ({platforms}) are the Dockerfile's architectures"
+    );
+    let steps: Vec<&serde_json::Value> = workflow["jobs"]["image"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    let push = steps
+        .iter()
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("docker/build-push-action@"))
+        })
+        .expect("the image job builds and pushes with buildx");
+    assert_eq!(push["with"]["platforms"], "${{ env.PLATFORMS }}");
+    assert_eq!(push["with"]["context"], ".", "the checked-out Dockerfile");
+    let binaries = steps
+        .iter()
+        .filter_map(|s| s["run"].as_str())
+        .find(|r| r.contains("--target binaries"))
+        .expect("the binaries come from the Dockerfile's binaries stage");
+    assert!(binaries.contains("docker buildx build --platform \"$PLATFORMS\""));
 }
 
 /// Builds the binary for `arch` as the Dockerfile's build stage does (its Rust target, its
