@@ -441,7 +441,6 @@ async fn memory_and_latencies_by_cluster_size() {
                 for i in 0..windows {
                     let d = deployment(&format!("w-{i}"))
                         .node_selector(SCALE_LABEL, &ns)
-                        .label(SCALE_LABEL, &ns)
                         .build();
                     Api::<Deployment>::namespaced(client.clone(), window_ns(&window_namespaces, i))
                         .create(&PostParams::default(), &d)
@@ -455,15 +454,24 @@ async fn memory_and_latencies_by_cluster_size() {
             grow_pods(&client, &ns, &bg_namespaces, nodes, have_pods, pods).await;
             have_pods = pods;
             let deployments: Api<Deployment> = Api::all(client.clone());
-            let mine = ListParams::default().labels(&format!("{SCALE_LABEL}={ns}"));
             wait::until(
                 "every window Deployment to be available",
                 Duration::from_secs(300),
                 || async {
                     assert_nodes_kept_up(&client).await;
-                    let list = deployments.list(&mine).await.unwrap();
-                    list.items.len() == windows
-                        && list.items.iter().all(|d| {
+                    let list = deployments.list(&ListParams::default()).await.unwrap();
+                    let mine: Vec<_> = list
+                        .items
+                        .iter()
+                        .filter(|d| {
+                            d.metadata
+                                .namespace
+                                .as_ref()
+                                .is_some_and(|n| window_namespaces.contains(n))
+                        })
+                        .collect();
+                    mine.len() == windows
+                        && mine.iter().all(|d| {
                             d.status
                                 .as_ref()
                                 .is_some_and(|s| s.available_replicas == Some(1))
