@@ -1,28 +1,43 @@
-//! Figures at scale, not assertions: the operator watching a cluster that grows to 1,000 kwok
-//! nodes and 10,000 pods, with 100 windows open. At each size it prints
+//! Figures at scale, not assertions: the operator watching a cluster that grows in steps
+//! (`SCALE_STEPS`, default 100, 300 and 1,000 kwok nodes; 2,500 and 5,000 are accepted too) with
+//! 10 pods per node spread over many namespaces, and 100 windows open in a few of them. At each
+//! size it prints
 //! - resident memory (VmRSS) of the running operator, and of a restarted one after its caches
 //!   synced (with its peak, VmHWM, which the initial lists set), beside the empty-cluster
-//!   baseline measured at the start of the same run;
+//!   baseline measured at the start of the same run, and the operator's bytes per cached pod
+//!   ((RSS at the step − baseline) / pods in the cluster);
+//! - beside it, in the same run and the same cluster, the RSS of the components that cache the
+//!   same pods and nodes: kube-scheduler, kube-controller-manager, Karpenter (when the cluster
+//!   runs it; `tests/bench/scale` starts it) and, for context, kube-apiserver, read from the PID
+//!   files `tests/cluster/up` writes; and the ratio operator / kube-scheduler;
 //! - how long a restarted operator takes to become ready (every watch synced);
 //! - open → Ready of 100 windows, each through the HTTP API with `?wait=true`, one after
-//!   another, so the last one opens while 99 are open (p50/p99), and close → released;
+//!   another, so the last one opens while 99 are open (p50/p99), and close → released; beside
+//!   it the floor no operator can beat: a bare PodDisruptionBudget created over the same pods,
+//!   timed until the disruption controller reports `disruptionsAllowed: 0` for its current
+//!   generation (as many samples as windows, p50/p99);
 //! - signal → rollout of a lone Deployment whose node gets Karpenter's disrupted taint, beside
 //!   a bare watch of the same node (the floor) (p50/p99).
 //!
-//! Background pods are bare pods bound to the nodes by `spec.nodeName` (no scheduler work);
-//! the windows' Deployments run on the same nodes.
+//! Background pods are bare pods bound to the nodes by `spec.nodeName` (no scheduler work), dealt
+//! round-robin over `SCALE_NAMESPACES` namespaces (default: one per 10 nodes of the largest
+//! step), as a shared CI cluster has them; the windows' Deployments run on the same nodes, in
+//! `SCALE_WINDOW_NAMESPACES` namespaces of their own (default 10). A progress line per phase
+//! goes to stderr with the time since the step and the run started.
 //!
-//! Run it on a cluster of its own: `tests/bench/scale` (sizes in `SCALE_STEPS`, default
-//! `100,300,1000` nodes; `SCALE_WINDOWS`, default 100; `SCALE_DRAINS`, default 20).
+//! Run it on a cluster of its own: `tests/bench/scale` (`SCALE_WINDOWS`, default 100;
+//! `SCALE_DRAINS`, default 20).
 
 mod support;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, stream};
+use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use support::drain::{deploy_lone, lone, signal_to_rollout};
@@ -32,7 +47,8 @@ use support::stats::percentile;
 use support::{create_ready_node, wait, with_namespace};
 
 const PODS_PER_NODE: usize = 10;
-/// Label of the benchmark's nodes (the drain nodes are the test namespace's own).
+/// Label of the benchmark's nodes, pods and namespaces (the drain nodes are the test
+/// namespace's own); its value is the test namespace.
 const SCALE_LABEL: &str = "disruption-guard.io/scale";
 const CONCURRENCY: usize = 48;
 
@@ -51,6 +67,89 @@ fn mib(kib: u64) -> f64 {
 fn p50_p99(v: &mut [f64]) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (percentile(v, 50.0), percentile(v, 99.0))
+}
+
+/// Prints a progress line: the phase, the time since the step and since the run started.
+fn progress(nodes: usize, phase: &str, step: Instant, run: Instant) {
+    eprintln!(
+        "[{nodes} nodes] {phase} (step {:.0}s, run {:.0}s)",
+        step.elapsed().as_secs_f64(),
+        run.elapsed().as_secs_f64()
+    );
+}
+
+/// The cluster's state directory, where `tests/cluster/up` records its components' PIDs:
+/// `DISRUPTION_GUARD_CLUSTER_DIR`, else the directory of the kubeconfig it wrote.
+fn cluster_dir() -> Option<PathBuf> {
+    std::env::var_os("DISRUPTION_GUARD_CLUSTER_DIR")
+        .map(PathBuf::from)
+        .or_else(|| support::kubeconfig().parent().map(PathBuf::from))
+}
+
+/// VmRSS (KiB) of the cluster component `name` (`kube-scheduler`, `karpenter`…), found by the
+/// PID file `tests/cluster/up` wrote; `None` when the cluster does not run it.
+fn component_rss_kib(name: &str) -> Option<u64> {
+    let pid = std::fs::read_to_string(cluster_dir()?.join("pids").join(name)).ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// RSS of the components that cache the same objects, read at one moment.
+#[derive(Clone, Copy, Default)]
+struct Peers {
+    scheduler: Option<u64>,
+    controller_manager: Option<u64>,
+    karpenter: Option<u64>,
+    apiserver: Option<u64>,
+}
+
+impl Peers {
+    fn read() -> Self {
+        Peers {
+            scheduler: component_rss_kib("kube-scheduler"),
+            controller_manager: component_rss_kib("kube-controller-manager"),
+            karpenter: component_rss_kib("karpenter"),
+            apiserver: component_rss_kib("kube-apiserver"),
+        }
+    }
+}
+
+/// MiB with one decimal, or "–" for a component the cluster does not run.
+fn mib_or_dash(kib: Option<u64>) -> String {
+    kib.map_or_else(|| "–".into(), |k| format!("{:.1}", mib(k)))
+}
+
+/// Creates the namespaces `<ns>-<kind>-<k>` for k in `0..count` (labelled with the run) and
+/// waits for their default ServiceAccounts, without which pods are refused.
+async fn create_namespaces(client: &Client, ns: &str, kind: &str, count: usize) -> Vec<String> {
+    let names: Vec<String> = (0..count).map(|k| format!("{ns}-{kind}-{k}")).collect();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    stream::iter(names.clone())
+        .for_each_concurrent(CONCURRENCY, |name| {
+            let (namespaces, client) = (namespaces.clone(), client.clone());
+            async move {
+                let object: Namespace = serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": {SCALE_LABEL: ns}}
+                }))
+                .unwrap();
+                namespaces
+                    .create(&PostParams::default(), &object)
+                    .await
+                    .unwrap();
+                let sas: Api<ServiceAccount> = Api::namespaced(client, &name);
+                wait::until(
+                    "a namespace's default ServiceAccount",
+                    Duration::from_secs(60),
+                    || async { sas.get_opt("default").await.ok().flatten().is_some() },
+                )
+                .await;
+            }
+        })
+        .await;
+    names
 }
 
 /// Creates nodes `scale-<ns>-<i>` for i in `from..to` and waits until `to` of them are Ready.
@@ -72,7 +171,7 @@ async fn grow_nodes(client: &Client, ns: &str, from: usize, to: usize) {
     let mine = ListParams::default().labels(&format!("{SCALE_LABEL}={ns}"));
     wait::until(
         "the benchmark's nodes to be Ready",
-        Duration::from_secs(600),
+        Duration::from_secs(600 + to as u64 / 5),
         || async {
             assert_nodes_kept_up(client).await;
             let list = nodes.list(&mine).await.unwrap().items;
@@ -112,16 +211,25 @@ async fn assert_nodes_kept_up(client: &Client) {
     );
 }
 
-/// Creates background pods `bg-<i>` for i in `from..to`, spread over `nodes` nodes, and waits
-/// until `to` of them run.
-async fn grow_pods(client: &Client, ns: &str, nodes: usize, from: usize, to: usize) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+/// Creates background pods `bg-<i>` for i in `from..to`, spread over `nodes` nodes and dealt
+/// round-robin over `namespaces`, and waits until `to` of them run.
+async fn grow_pods(
+    client: &Client,
+    ns: &str,
+    namespaces: &[String],
+    nodes: usize,
+    from: usize,
+    to: usize,
+) {
     stream::iter(from..to)
         .for_each_concurrent(CONCURRENCY, |i| {
-            let pods = pods.clone();
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &namespaces[i % namespaces.len()]);
             async move {
                 let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": format!("bg-{i}"), "labels": {"app": "bg", "shard": format!("s{}", i % 50)}},
+                    "metadata": {
+                        "name": format!("bg-{i}"),
+                        "labels": {"app": "bg", "shard": format!("s{}", i % 50), SCALE_LABEL: ns}
+                    },
                     "spec": {
                         "nodeName": format!("scale-{ns}-{}", i % nodes),
                         "terminationGracePeriodSeconds": 0,
@@ -133,12 +241,13 @@ async fn grow_pods(client: &Client, ns: &str, nodes: usize, from: usize, to: usi
             }
         })
         .await;
+    let pods: Api<Pod> = Api::all(client.clone());
     let running = ListParams::default()
-        .labels("app=bg")
+        .labels(&format!("app=bg,{SCALE_LABEL}={ns}"))
         .fields("status.phase=Running");
     wait::until(
         "the background pods to run",
-        Duration::from_secs(900),
+        Duration::from_secs(900 + to as u64 / 50),
         || async {
             tokio::time::sleep(Duration::from_secs(2)).await;
             assert_nodes_kept_up(client).await;
@@ -148,17 +257,23 @@ async fn grow_pods(client: &Client, ns: &str, nodes: usize, from: usize, to: usi
     .await;
 }
 
+/// Namespace of window `i`'s Deployment `w-<i>`.
+fn window_ns(window_namespaces: &[String], i: usize) -> &str {
+    &window_namespaces[i % window_namespaces.len()]
+}
+
 /// Opens `windows` windows over the Deployments `w-<i>` through the API, one after another,
 /// and returns each open → Ready latency (ms). Then closes them, returning close → released.
 async fn windows_round(
     op: &Operator,
-    ns: &str,
+    window_namespaces: &[String],
     step: usize,
     windows: usize,
 ) -> (Vec<f64>, Vec<f64>) {
     let http = reqwest::Client::new();
     let mut open = Vec::new();
     for i in 0..windows {
+        let ns = window_ns(window_namespaces, i);
         let started = Instant::now();
         let resp = http
             .post(format!("{}/v1/namespaces/{ns}/windows?wait=true", op.api))
@@ -171,6 +286,7 @@ async fn windows_round(
     }
     let mut close = Vec::new();
     for i in 0..windows {
+        let ns = window_ns(window_namespaces, i);
         let started = Instant::now();
         let resp = http
             .delete(format!(
@@ -186,6 +302,73 @@ async fn windows_round(
     (open, close)
 }
 
+/// The floor of open → Ready: a bare PodDisruptionBudget (`minAvailable: 1`) over each window's
+/// pods, created one after another (the last while the others exist, as the windows), each timed
+/// from just before its create until the disruption controller reports `disruptionsAllowed: 0`
+/// with `observedGeneration` equal to its generation. Returns the latencies (ms); the PDBs are
+/// deleted afterwards.
+async fn bare_pdb_round(
+    client: &Client,
+    window_namespaces: &[String],
+    step: usize,
+    windows: usize,
+) -> Vec<f64> {
+    let mut floor = Vec::new();
+    for i in 0..windows {
+        let ns = window_ns(window_namespaces, i);
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+        let name = format!("floor-s{step}-w{i}");
+        // The watch starts before the create, so no status update is missed.
+        let mut events = pdbs
+            .watch(
+                &WatchParams::default().fields(&format!("metadata.name={name}")),
+                "0",
+            )
+            .await
+            .unwrap()
+            .boxed();
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": format!("w-{i}")}}}
+        }))
+        .unwrap();
+        let started = Instant::now();
+        pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+        let settled = |p: &PodDisruptionBudget| {
+            p.status.as_ref().is_some_and(|s| {
+                s.disruptions_allowed == 0
+                    && s.current_healthy >= 1
+                    && s.observed_generation.is_some()
+                    && s.observed_generation == p.metadata.generation
+            })
+        };
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(event) = events.try_next().await.unwrap() {
+                if let WatchEvent::Added(p) | WatchEvent::Modified(p) = event
+                    && settled(&p)
+                {
+                    return;
+                }
+            }
+            panic!("the watch of PDB {ns}/{name} ended before its status was current");
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "the disruption controller did not report PDB {ns}/{name} within 60s"
+        );
+        floor.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    for i in 0..windows {
+        let ns = window_ns(window_namespaces, i);
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+        pdbs.delete(&format!("floor-s{step}-w{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    floor
+}
+
 struct Row {
     nodes: usize,
     pods: usize,
@@ -193,8 +376,10 @@ struct Row {
     rss_restarted: u64,
     hwm_restarted: u64,
     rss_windows: u64,
+    peers: Peers,
     ready_after_restart: f64,
     open: (f64, f64),
+    pdb_floor: (f64, f64),
     close: (f64, f64),
     floor: (f64, f64),
     rollout: (f64, f64),
@@ -202,15 +387,23 @@ struct Row {
 
 #[tokio::test]
 #[ignore = "benchmark: prints figures; run with tests/bench/scale"]
-async fn memory_and_latencies_from_100_to_1000_nodes() {
+async fn memory_and_latencies_by_cluster_size() {
     let steps: Vec<usize> = std::env::var("SCALE_STEPS")
         .unwrap_or_else(|_| "100,300,1000".into())
         .split(',')
         .map(|s| s.trim().parse().expect("SCALE_STEPS: node counts"))
         .collect();
+    assert!(
+        steps.windows(2).all(|w| w[0] < w[1]),
+        "SCALE_STEPS: node counts in increasing order"
+    );
     let windows: usize = env_or("SCALE_WINDOWS", 100);
     let drains: usize = env_or("SCALE_DRAINS", 20);
+    let largest = *steps.last().expect("SCALE_STEPS: at least one node count");
+    let bg_namespaces: usize = env_or("SCALE_NAMESPACES", (largest / 10).max(1));
+    let window_namespaces: usize = env_or("SCALE_WINDOW_NAMESPACES", 10.min(windows).max(1));
     with_namespace(move |client, ns| async move {
+        let run = Instant::now();
         // The lone Deployment the drains move between two nodes of its own.
         let drain_nodes = [format!("{ns}-a"), format!("{ns}-b")];
         create_ready_node(&client, &ns, &drain_nodes[0]).await;
@@ -221,48 +414,75 @@ async fn memory_and_latencies_from_100_to_1000_nodes() {
         let mut op = Operator::start_with(&ns, vec!["--insecure-no-auth".into()]).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         let (baseline, _) = op.rss_kib();
+        let peers_empty = Peers::read();
         println!(
-            "operator on the empty cluster: VmRSS {:.1} MiB (the baseline)",
-            mib(baseline)
+            "empty cluster: operator VmRSS {:.1} MiB (the baseline), kube-scheduler {}, \
+             kube-controller-manager {}, Karpenter {}, kube-apiserver {} MiB",
+            mib(baseline),
+            mib_or_dash(peers_empty.scheduler),
+            mib_or_dash(peers_empty.controller_manager),
+            mib_or_dash(peers_empty.karpenter),
+            mib_or_dash(peers_empty.apiserver),
         );
+        eprintln!(
+            "[setup] {bg_namespaces} namespaces of background pods, {windows} windows in \
+             {window_namespaces} namespaces (run {:.0}s)",
+            run.elapsed().as_secs_f64()
+        );
+        let bg_namespaces = create_namespaces(&client, &ns, "bg", bg_namespaces).await;
+        let window_namespaces = create_namespaces(&client, &ns, "w", window_namespaces).await;
 
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
         let (mut have_nodes, mut have_pods, mut rows) = (0, 0, Vec::new());
         for &nodes in &steps {
             let t0 = Instant::now();
+            progress(nodes, &format!("growing nodes {have_nodes} → {nodes}"), t0, run);
             grow_nodes(&client, &ns, have_nodes, nodes).await;
             if have_nodes == 0 {
                 for i in 0..windows {
                     let d = deployment(&format!("w-{i}"))
                         .node_selector(SCALE_LABEL, &ns)
                         .build();
-                    deployments.create(&PostParams::default(), &d).await.unwrap();
+                    Api::<Deployment>::namespaced(client.clone(), window_ns(&window_namespaces, i))
+                        .create(&PostParams::default(), &d)
+                        .await
+                        .unwrap();
                 }
             }
             have_nodes = nodes;
             let pods = nodes * PODS_PER_NODE - windows;
-            grow_pods(&client, &ns, nodes, have_pods, pods).await;
+            progress(nodes, &format!("creating pods {have_pods} → {pods}"), t0, run);
+            grow_pods(&client, &ns, &bg_namespaces, nodes, have_pods, pods).await;
             have_pods = pods;
+            let deployments: Api<Deployment> = Api::all(client.clone());
             wait::until(
                 "every window Deployment to be available",
                 Duration::from_secs(300),
                 || async {
                     assert_nodes_kept_up(&client).await;
                     let list = deployments.list(&ListParams::default()).await.unwrap();
-                    list.items.iter().all(|d| {
-                        d.status
-                            .as_ref()
-                            .is_some_and(|s| s.available_replicas == Some(1))
-                    })
+                    let mine: Vec<_> = list
+                        .items
+                        .iter()
+                        .filter(|d| {
+                            d.metadata
+                                .namespace
+                                .as_ref()
+                                .is_some_and(|n| window_namespaces.contains(n))
+                        })
+                        .collect();
+                    mine.len() == windows
+                        && mine.iter().all(|d| {
+                            d.status
+                                .as_ref()
+                                .is_some_and(|s| s.available_replicas == Some(1))
+                        })
                 },
             )
             .await;
-            eprintln!(
-                "[{nodes} nodes] cluster grown in {:.0}s",
-                t0.elapsed().as_secs_f64()
-            );
+            progress(nodes, "cluster grown; measuring memory and a restart", t0, run);
             tokio::time::sleep(Duration::from_secs(5)).await;
             let (rss_running, _) = op.rss_kib();
+            let peers = Peers::read();
 
             let restart = Instant::now();
             op.restart().await;
@@ -270,8 +490,12 @@ async fn memory_and_latencies_from_100_to_1000_nodes() {
             tokio::time::sleep(Duration::from_secs(3)).await;
             let (rss_restarted, hwm_restarted) = op.rss_kib();
 
-            let (mut open, mut close) = windows_round(&op, &ns, nodes, windows).await;
+            progress(nodes, &format!("creating {windows} bare PDBs (the floor)"), t0, run);
+            let mut pdb_floor = bare_pdb_round(&client, &window_namespaces, nodes, windows).await;
+            progress(nodes, &format!("opening and closing {windows} windows"), t0, run);
+            let (mut open, mut close) = windows_round(&op, &window_namespaces, nodes, windows).await;
             let (rss_windows, _) = op.rss_kib();
+            progress(nodes, &format!("{drains} drains (signal → rollout)"), t0, run);
             let (mut floor, mut rollout) =
                 signal_to_rollout(&client, &ns, &drain_nodes, &app, drains).await;
             assert_nodes_kept_up(&client).await;
@@ -282,34 +506,47 @@ async fn memory_and_latencies_from_100_to_1000_nodes() {
                 rss_restarted,
                 hwm_restarted,
                 rss_windows,
+                peers,
                 ready_after_restart,
                 open: p50_p99(&mut open),
+                pdb_floor: p50_p99(&mut pdb_floor),
                 close: p50_p99(&mut close),
                 floor: p50_p99(&mut floor),
                 rollout: p50_p99(&mut rollout),
             };
-            eprintln!(
-                "[{nodes} nodes] RSS {:.1} MiB, open p99 {:.0} ms, rollout p99 {:.0} ms (floor {:.0} ms)",
-                mib(row.rss_windows),
-                row.open.1,
-                row.rollout.1,
-                row.floor.1
+            progress(
+                nodes,
+                &format!(
+                    "done: RSS {:.1} MiB (kube-scheduler {} MiB), open p99 {:.0} ms (bare PDB {:.0} ms), \
+                     rollout p99 {:.0} ms (floor {:.0} ms)",
+                    mib(row.rss_windows),
+                    mib_or_dash(row.peers.scheduler),
+                    row.open.1,
+                    row.pdb_floor.1,
+                    row.rollout.1,
+                    row.floor.1
+                ),
+                t0,
+                run,
             );
             rows.push(row);
         }
 
         println!();
         println!(
-            "operator memory (MiB) and latencies (ms), baseline VmRSS on the empty cluster {:.1} MiB",
-            mib(baseline)
+            "operator memory (MiB) and latencies (ms), baseline VmRSS on the empty cluster {:.1} MiB; \
+             {} namespaces of background pods, windows in {}",
+            mib(baseline),
+            bg_namespaces.len(),
+            window_namespaces.len()
         );
         println!(
-            "| nodes | pods | RSS running | RSS restarted (peak) | RSS {windows} windows open | ready after restart (s) | open → Ready p50 / p99 | close → released p50 / p99 | floor p50 / p99 | signal → rollout p50 / p99 |"
+            "| nodes | pods | RSS running | RSS restarted (peak) | RSS {windows} windows open | ready after restart (s) | open → Ready p50 / p99 | bare PDB p50 / p99 | close → released p50 / p99 | floor p50 / p99 | signal → rollout p50 / p99 |"
         );
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in &rows {
             println!(
-                "| {} | {} | {:.1} | {:.1} ({:.1}) | {:.1} | {:.2} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} |",
+                "| {} | {} | {:.1} | {:.1} ({:.1}) | {:.1} | {:.2} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} |",
                 r.nodes,
                 r.pods,
                 mib(r.rss_running),
@@ -319,12 +556,41 @@ async fn memory_and_latencies_from_100_to_1000_nodes() {
                 r.ready_after_restart,
                 r.open.0,
                 r.open.1,
+                r.pdb_floor.0,
+                r.pdb_floor.1,
                 r.close.0,
                 r.close.1,
                 r.floor.0,
                 r.floor.1,
                 r.rollout.0,
                 r.rollout.1,
+            );
+        }
+        println!();
+        println!(
+            "RSS (MiB) in the same run and cluster, read when the step's cluster was grown; \
+             bytes per cached pod = (operator RSS − baseline) / pods"
+        );
+        println!(
+            "| nodes | pods | operator | bytes per pod | kube-scheduler | operator / scheduler | kube-controller-manager | Karpenter | kube-apiserver |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &rows {
+            let ratio = r.peers.scheduler.map_or_else(
+                || "–".into(),
+                |s| format!("{:.2}", r.rss_running as f64 / s as f64),
+            );
+            println!(
+                "| {} | {} | {:.1} | {:.0} | {} | {} | {} | {} | {} |",
+                r.nodes,
+                r.pods,
+                mib(r.rss_running),
+                r.rss_running.saturating_sub(baseline) as f64 * 1024.0 / r.pods as f64,
+                mib_or_dash(r.peers.scheduler),
+                ratio,
+                mib_or_dash(r.peers.controller_manager),
+                mib_or_dash(r.peers.karpenter),
+                mib_or_dash(r.peers.apiserver),
             );
         }
         let metrics = op.metrics().await;
@@ -336,7 +602,12 @@ async fn memory_and_latencies_from_100_to_1000_nodes() {
             println!("{line}");
         }
 
-        // The namespace's deletion removes the pods; the benchmark's nodes are removed here.
+        // The benchmark's namespaces (and their pods) and nodes are removed here; the test
+        // namespace by the harness.
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        for name in bg_namespaces.iter().chain(&window_namespaces) {
+            let _ = namespaces.delete(name, &DeleteParams::background()).await;
+        }
         let _ = Api::<Node>::all(client.clone())
             .delete_collection(
                 &DeleteParams::background(),
