@@ -25,4 +25,6 @@ pub mod operator;
 pub mod resources;
 pub mod runtime;
 pub mod telemetry;
+#[cfg(test)]
+mod testing;
 pub mod window;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// Top-level modules from the bottom up; a module may use only those before it.
 const LAYERS: &[&[&str]] = &[
-    &["resources", "telemetry"],
+    &["resources", "telemetry", "testing"],
     &["k8s"],
     &["runtime"],
     &["window", "drain", "api", "intercept"],

@@ -191,11 +191,7 @@ mod tests {
     use crate::drain::Error;
 
     fn encoded(m: &DrainMetrics) -> String {
-        let mut registry = Registry::with_prefix("disruption_guard");
-        m.register(&mut registry);
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-        out
+        crate::testing::encode_registered(|r| m.register(r))
     }
 
     #[test]

@@ -152,11 +152,7 @@ async fn post(state: &InterceptState, body: Vec<u8>) -> Value {
 }
 
 fn metrics(state: &InterceptState) -> String {
-    let mut registry = prometheus_client::registry::Registry::with_prefix("disruption_guard");
-    state.metrics.register(&mut registry);
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-    out
+    crate::testing::encode_registered(|r| state.metrics.register(r))
 }
 
 #[tokio::test]

@@ -276,9 +276,7 @@ processes 2915
         }
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Fixed(reading.clone())));
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-        out
+        crate::testing::encode(&registry)
     }
 
     #[test]

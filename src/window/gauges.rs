@@ -178,10 +178,9 @@ mod tests {
 
     #[test]
     fn an_unattached_collector_exports_zeros_under_the_documented_names() {
-        let mut registry = prometheus_client::registry::Registry::with_prefix("disruption_guard");
-        registry.register_collector(Box::new(WindowGauges::default()));
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        let out = crate::testing::encode_registered(|r| {
+            r.register_collector(Box::new(WindowGauges::default()))
+        });
         for line in [
             "disruption_guard_windows{phase=\"Active\"} 0",
             "disruption_guard_protected_pods 0",

@@ -180,11 +180,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn encoded(m: &WindowMetrics) -> String {
-        let mut registry = Registry::with_prefix("disruption_guard");
-        m.register(&mut registry);
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-        out
+        crate::testing::encode_registered(|r| m.register(r))
     }
 
     fn at(s: i64) -> Option<Time> {
