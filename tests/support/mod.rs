@@ -26,7 +26,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use rand::Rng;
@@ -137,10 +137,29 @@ where
             &ListParams::default().labels(&format!("{TEST_NAMESPACE_LABEL}={ns}")),
         )
         .await;
+    release_windows(&client, &ns).await;
     let namespaces: Api<Namespace> = Api::all(client);
     let _ = namespaces.delete(&ns, &DeleteParams::background()).await;
     if let Err(err) = result {
         std::panic::resume_unwind(err.into_panic());
+    }
+}
+
+/// Takes the finalizer off the windows a test left, whose operator is gone with the test, so
+/// that deleting the namespace never waits on them (a namespace stuck terminating, or a window
+/// that outlives its namespace, would reach every later test that lists windows cluster-wide).
+async fn release_windows(client: &Client, ns: &str) {
+    let windows: Api<disruption_guard::resources::TestWindow> = Api::namespaced(client.clone(), ns);
+    let Ok(list) = windows.list(&ListParams::default()).await else {
+        return; // no CRD (the uninstall test removes it): no windows
+    };
+    for w in list.items {
+        if let Some(name) = w.metadata.name.as_deref() {
+            let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
+            let _ = windows
+                .patch(name, &PatchParams::default(), &Patch::Merge(&unfinalized))
+                .await;
+        }
     }
 }
 
