@@ -53,6 +53,19 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a CI client keeps retrying one call (the CLI's `--retry-for`).
 const RETRY_FOR: Duration = Duration::from_secs(120);
 
+/// `path` asking the API to answer only once the change is in effect when `wait`, and how long
+/// the call may take: the wait's 120 s and a margin, else the client's timeout.
+fn waiting(path: String, wait: bool) -> (String, Duration) {
+    if wait {
+        (
+            format!("{path}?wait=true&timeout=120s"),
+            Duration::from_secs(130),
+        )
+    } else {
+        (path, CLIENT_TIMEOUT)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Fault {
     KillReplica,
@@ -338,15 +351,7 @@ async fn round(
                 "selector": format!("app in ({})", apps.join(",")),
                 "idempotencyKey": name,
             });
-            let path = format!(
-                "/v1/namespaces/{ns}/windows{}",
-                if wait { "?wait=true&timeout=120s" } else { "" }
-            );
-            let timeout = if wait {
-                Duration::from_secs(130)
-            } else {
-                CLIENT_TIMEOUT
-            };
+            let (path, timeout) = waiting(format!("/v1/namespaces/{ns}/windows"), wait);
             let (status, answer) = ci
                 .call(
                     rng.random(),
@@ -406,16 +411,8 @@ async fn round(
             match w.ending {
                 Ending::CloseThroughApi => {
                     let wait = rng.random_bool(0.5);
-                    let path = format!(
-                        "/v1/namespaces/{ns}/windows/{}{}",
-                        w.name,
-                        if wait { "?wait=true&timeout=120s" } else { "" }
-                    );
-                    let timeout = if wait {
-                        Duration::from_secs(130)
-                    } else {
-                        CLIENT_TIMEOUT
-                    };
+                    let (path, timeout) =
+                        waiting(format!("/v1/namespaces/{ns}/windows/{}", w.name), wait);
                     let (status, answer) = ci
                         .call(
                             rng.random(),

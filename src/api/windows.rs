@@ -299,20 +299,9 @@ impl Windows {
                 "window {name:?} has ended ({phase:?}); open a new one"
             )));
         }
-        let patch = json!({
-            "apiVersion": "disruption-guard.io/v1alpha1",
-            "kind": "TestWindow",
-            "metadata": {"name": name},
-            "spec": {"expiresAt": Time(until)},
-        });
-        let api = self.api(ns);
-        bounded(api.patch(
-            name,
-            &PatchParams::apply(RENEW_MANAGER).force(),
-            &Patch::Apply(patch),
-        ))
-        .await
-        .map_err(|e| ApiError::from_kube(e, &format!("renewing window {name}")))
+        let spec = json!({"expiresAt": Time(until)});
+        self.apply_spec(ns, name, RENEW_MANAGER, spec, "renewing")
+            .await
     }
 
     /// Closes a window (sets `spec.closed`); closing a closed window changes nothing.
@@ -321,20 +310,34 @@ impl Windows {
         if tw.spec.closed {
             return Ok(tw);
         }
+        let spec = json!({"closed": true});
+        self.apply_spec(ns, name, CLOSE_MANAGER, spec, "closing")
+            .await
+    }
+
+    /// Server-side applies `spec` fields of a window as `manager` (renew and close each own
+    /// their one field); `doing` names the step in the error.
+    async fn apply_spec(
+        &self,
+        ns: &str,
+        name: &str,
+        manager: &str,
+        spec: serde_json::Value,
+        doing: &str,
+    ) -> Result<TestWindow, ApiError> {
         let patch = json!({
             "apiVersion": "disruption-guard.io/v1alpha1",
             "kind": "TestWindow",
             "metadata": {"name": name},
-            "spec": {"closed": true},
+            "spec": spec,
         });
-        let api = self.api(ns);
-        bounded(api.patch(
+        bounded(self.api(ns).patch(
             name,
-            &PatchParams::apply(CLOSE_MANAGER).force(),
+            &PatchParams::apply(manager).force(),
             &Patch::Apply(patch),
         ))
         .await
-        .map_err(|e| ApiError::from_kube(e, &format!("closing window {name}")))
+        .map_err(|e| ApiError::from_kube(e, &format!("{doing} window {name}")))
     }
 
     /// Watches the window until `done` holds; a 504 with its state after `timeout`. A window
