@@ -36,7 +36,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use support::drain::{Sampler, Samples, metric, node_of};
+use support::drain::{Sampler, Samples, metric, node_of, until_ready_elsewhere};
 use support::intercept::until_in_effect;
 use support::operator::Operator;
 use support::pods::ready_pods;
@@ -182,13 +182,7 @@ async fn consolidate(client: &Client, ns: &str, guard: Guard) -> Run {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     if guard != Guard::Pdb {
-        wait::until("a ready pod of api on another node", KARPENTER, || async {
-            ready_pods(client, ns, "api")
-                .await
-                .iter()
-                .any(|p| node_of(p).is_some_and(|n| n != small))
-        })
-        .await;
+        until_ready_elsewhere(client, ns, "api", &small, KARPENTER).await;
     }
     if guard != Guard::Pdb {
         loop {

@@ -17,7 +17,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
-use support::drain::{Sampler, Samples, metric, node_of};
+use support::drain::{Sampler, Samples, metric, node_of, until_ready_elsewhere};
 use support::intercept::until_in_effect;
 use support::operator::Operator;
 use support::pods::ready_pods;
@@ -43,13 +43,7 @@ async fn remove_the_pods_node(client: &Client, ns: &str) -> (Samples, f64) {
         .delete(&claim, &DeleteParams::background())
         .await
         .unwrap();
-    wait::until("a ready pod on another node", KARPENTER, || async {
-        ready_pods(client, ns, "api")
-            .await
-            .iter()
-            .any(|p| node_of(p).is_some_and(|n| n != node))
-    })
-    .await;
+    until_ready_elsewhere(client, ns, "api", &node, KARPENTER).await;
     wait::until("Karpenter to remove the node", KARPENTER, || async {
         nodes.get_opt(&node).await.unwrap().is_none()
     })

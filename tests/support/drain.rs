@@ -70,6 +70,28 @@ pub async fn deploy_lone(client: &Client, ns: &str, app: DeploymentBuilder, node
     name
 }
 
+/// Waits until `app` has a ready pod on a node other than `node`: its replacement started
+/// elsewhere.
+pub async fn until_ready_elsewhere(
+    client: &Client,
+    ns: &str,
+    app: &str,
+    node: &str,
+    limit: Duration,
+) {
+    wait::until(
+        &format!("a ready pod of {app} on another node"),
+        limit,
+        || async {
+            ready_pods(client, ns, app)
+                .await
+                .iter()
+                .any(|p| node_of(p).is_some_and(|n| n != node))
+        },
+    )
+    .await;
+}
+
 /// Samples every 100 ms how many Ready pods each app has, until stopped.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
