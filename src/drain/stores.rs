@@ -15,15 +15,14 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use crate::resources::PodDigest;
-use crate::runtime::{Caches, NodeTrigger, PodIndex};
+use crate::runtime::{Caches, NodeTrigger, Pods};
 
 /// Reflector stores the decisions read from.
 #[derive(Clone)]
 pub struct DrainStores {
     pub nodes: Store<Node>,
-    pub pods: Store<PodDigest>,
-    pub pod_index: PodIndex,
+    /// Pods, among them every pod of a node being disrupted.
+    pub pods: Pods,
     pub replica_sets: Store<ReplicaSet>,
     pub deployments: Store<Deployment>,
     pub pdbs: Store<PodDisruptionBudget>,
@@ -55,7 +54,6 @@ impl DrainStores {
         let stores = DrainStores {
             nodes: caches.nodes.clone(),
             pods: caches.pods.clone(),
-            pod_index: caches.pod_index.clone(),
             replica_sets: caches.replica_sets.clone(),
             deployments: caches.deployments.clone(),
             pdbs: caches.pdbs.clone(),

@@ -126,8 +126,8 @@ impl Watcher {
         };
         let pods: Vec<_> = self
             .stores
-            .pod_index
-            .on_node(&self.stores.pods, &node_ref.name)
+            .pods
+            .on_node(&node_ref.name)
             .into_iter()
             .filter(|p| {
                 p.metadata

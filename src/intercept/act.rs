@@ -10,7 +10,6 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{ObjectRef, Store};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -20,7 +19,7 @@ use super::denials::{Denials, Key};
 use super::handler::Actions;
 use crate::k8s::signals::Signal;
 use crate::k8s::workload::{self, Chain, SkipReason, Surge};
-use crate::resources::PodDigest;
+use crate::runtime::Pods;
 use crate::runtime::events::Note;
 use crate::runtime::rollout::{Cause, Check, Fresh, Outcome, Rollouts};
 
@@ -36,7 +35,7 @@ pub struct Actor {
     pub max_replicas: i32,
     pub denials: Arc<Denials>,
     pub metrics: Arc<InterceptMetrics>,
-    pub pods: Store<PodDigest>,
+    pub pods: Pods,
     pub shutdown: CancellationToken,
 }
 
@@ -122,9 +121,9 @@ impl Actor {
     /// Waits (at most the timeout and a minute) until the held pod is gone or terminating,
     /// then measures from the first deny.
     async fn wait_until_gone(&self, hold: &Hold, key: &Key) {
-        let pod = ObjectRef::new(&hold.target.pod).within(&hold.target.namespace);
         let gone = || {
-            self.pods.get(&pod).is_none_or(|p| {
+            let pod = self.pods.get(&hold.target.namespace, &hold.target.pod);
+            pod.is_none_or(|p| {
                 p.metadata.uid.as_deref() != Some(&hold.pod_uid)
                     || p.metadata.deletion_timestamp.is_some()
             })

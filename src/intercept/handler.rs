@@ -34,9 +34,11 @@ use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, TIMEOUT};
 use super::review::{self, Parsed};
 use crate::k8s::signals::Signal;
 use crate::k8s::workload::{self, SkipReason};
-use crate::resources::PodDigest;
 use crate::resources::names::INTERCEPT_EVICTIONS;
-use crate::runtime::{in_scope, lookup};
+use crate::runtime::{Pods, in_scope, lookup};
+
+/// How long a review waits at most for the pods of nodes whose disruption was just seen.
+const NODE_PODS_SETTLE: Duration = Duration::from_secs(2);
 
 /// The route the webhook registration points at.
 pub const PATH: &str = "/evictions";
@@ -55,7 +57,8 @@ pub trait Actions: Send + Sync {
 /// The caches the answers read.
 #[derive(Clone)]
 pub struct Stores {
-    pub pods: Store<PodDigest>,
+    /// Pods, among them every pod of a node being disrupted.
+    pub pods: Pods,
     pub nodes: Store<Node>,
     pub replica_sets: Store<ReplicaSet>,
     pub deployments: Store<Deployment>,
@@ -102,6 +105,9 @@ async fn review_eviction(
     body: Bytes,
 ) -> Json<AdmissionReview<DynamicObject>> {
     let started = Instant::now();
+    // A node whose disruption was seen a moment ago may not have its pods listed yet (a drain
+    // cordons and evicts at once): wait for them, briefly, so its pods are known.
+    state.stores.pods.nodes_settled(NODE_PODS_SETTLE).await;
     let answer = state.answer(&body, Timestamp::now());
     state
         .metrics
@@ -183,11 +189,7 @@ impl InterceptState {
         if eviction.dry_run {
             return;
         }
-        let Some(pod) = self
-            .stores
-            .pods
-            .get(&ObjectRef::new(&eviction.name).within(&eviction.namespace))
-        else {
+        let Some(pod) = self.stores.pods.get(&eviction.namespace, &eviction.name) else {
             return;
         };
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -209,7 +211,7 @@ impl InterceptState {
         let stores = &self.stores;
         let pod = stores
             .pods
-            .get(&ObjectRef::new(&eviction.name).within(&eviction.namespace))
+            .get(&eviction.namespace, &eviction.name)
             .map(|p| p.to_pod());
         let node = pod
             .as_ref()

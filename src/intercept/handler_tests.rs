@@ -60,11 +60,16 @@ struct Fixture {
 fn fixture(strategy: Value, opted_out_namespace: bool) -> Fixture {
     let mut lone = pod("web-abc", "pod-uid");
     lone["metadata"]["annotations"] = json!({});
-    let pods = store::<PodDigest>(vec![lone, {
-        let mut p = pod("opted-out", "other-uid");
-        p["metadata"]["annotations"] = json!({INTERCEPT_EVICTIONS: "false"});
-        p
-    }]);
+    let pods = Pods::holding(
+        [lone, {
+            let mut p = pod("opted-out", "other-uid");
+            p["metadata"]["annotations"] = json!({INTERCEPT_EVICTIONS: "false"});
+            p
+        }]
+        .into_iter()
+        .map(|p| serde_json::from_value(p).unwrap())
+        .collect(),
+    );
     let nodes = store::<Node>(vec![json!({"metadata": {"name": "n1", "uid": "node-uid"},
         "spec": {"unschedulable": true}})]);
     let replica_sets = store::<ReplicaSet>(vec![json!({"metadata": {"name": "web-rs",

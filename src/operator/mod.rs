@@ -143,8 +143,12 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         }
     };
     let (drain_tx, drain_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (caches, window_feed, _watches) =
-        Caches::start(&runtime.client, runtime.watch_scope(), drain_tx.clone());
+    let (caches, window_feed, _watches) = Caches::start(
+        &runtime.client,
+        runtime.watch_scope(),
+        drain_tx.clone(),
+        &args.drain.signals,
+    );
     // One limit for the API and the controller: `--max-ttl` of the window controller.
     let max_ttl = args.window.max_ttl;
     let contact = async {

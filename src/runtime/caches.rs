@@ -1,6 +1,7 @@
-//! The operator's caches: one watch of each kind both components read — pods, nodes,
-//! ReplicaSets, Deployments and PodDisruptionBudgets — each held once in a reflector store,
-//! trimmed to what their readers use ([`crate::k8s::trim`]).
+//! The operator's caches: one watch of each kind both components read — nodes, ReplicaSets,
+//! Deployments and PodDisruptionBudgets — each held once in a reflector store, trimmed to what
+//! their readers use ([`crate::k8s::trim`]); and pods, only where they matter
+//! ([`super::pod_scopes`]: the namespaces that have windows, the nodes being disrupted).
 //!
 //! Every change is handed on cheaply: a [`ChangeFeed`] carries the stored pods and nodes (an
 //! `Arc`, no copy) and every PDB event to the window controller, which decides which windows
@@ -8,7 +9,7 @@
 //! (or all of them, when a workload or PDB changed).
 //!
 //! - pods: [`PodDigest`]s (all phases: a window protects pending pods too) with only the guard's
-//!   managedFields entries;
+//!   managedFields entries, per scope;
 //! - nodes: their metadata and disruption marks ([`trim::node`]);
 //! - ReplicaSets: metadata, selector and replicas ([`trim::replica_set`]);
 //! - Deployments: metadata, what a rollout decision reads and the template's `restartedAt`
@@ -33,8 +34,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use super::pod_index::{PodIndex, PodIndexer};
+use super::pod_scopes::{Pods, Scope};
 use crate::k8s::fields::keep_own_entries;
+use crate::k8s::signals::{self, Signal};
 use crate::k8s::trim;
 use crate::resources::PodDigest;
 
@@ -53,9 +55,9 @@ pub enum NodeTrigger {
 /// The shared stores.
 #[derive(Clone)]
 pub struct Caches {
-    pub pods: Store<PodDigest>,
-    /// The pods of each namespace and of each node.
-    pub pod_index: PodIndex,
+    /// Pods where they matter: in the namespaces that have windows, on the nodes being
+    /// disrupted.
+    pub pods: Pods,
     pub nodes: Store<Node>,
     pub replica_sets: Store<ReplicaSet>,
     pub deployments: Store<Deployment>,
@@ -87,63 +89,50 @@ impl Drop for Tasks {
 
 impl Caches {
     /// Starts every watch. `scope` limits the namespaced ones to one namespace; the drain
-    /// watcher's triggers go to `drain`.
+    /// watcher's triggers go to `drain`; a node disrupted by one of `signals` gets its pods
+    /// watched.
     pub fn start(
         client: &Client,
         scope: Option<&str>,
         drain: UnboundedSender<NodeTrigger>,
+        signals: &[Signal],
     ) -> (Caches, ChangeFeed, Tasks) {
         let (pods_tx, pods_rx) = unbounded_channel();
         let (nodes_tx, nodes_rx) = unbounded_channel();
         let (pdbs_tx, pdbs_rx) = unbounded_channel();
 
-        let (pods, writer) = reflector::store::<PodDigest>();
-        let mut indexer = PodIndexer::default();
-        let pod_index = indexer.index();
-        let on_pod = hand_on(
-            pods.clone(),
-            pods_tx,
-            drain.clone(),
-            move |event| indexer.apply(event),
-            |event| match event {
-                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
-                    pod.node_name().map(|n| NodeTrigger::Node(n.to_string()))
-                }
-                watcher::Event::InitDone => Some(NodeTrigger::All),
-                watcher::Event::Init | watcher::Event::InitApply(_) => None,
-            },
-        );
-        let pod_task = reflect(
-            "pods",
-            scoped::<PodDigest>(client, scope),
-            list_in_small_pages(),
-            PodDigest::trim,
-            writer,
-            on_pod,
-        );
+        let pods = Pods::new(client, scope, pods_tx, drain.clone());
 
         let (nodes, writer) = reflector::store::<Node>();
-        let on_node = hand_on(
+        let mut on_node = hand_on(
             nodes.clone(),
-            nodes_tx,
+            Some(nodes_tx),
             drain.clone(),
-            |_| {},
-            |event| match event {
+            Box::new(|event: &watcher::Event<Node>| match event {
                 watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
                     n.metadata.name.clone().map(NodeTrigger::Node)
                 }
                 watcher::Event::Delete(n) => n.metadata.uid.clone().map(NodeTrigger::NodeGone),
                 watcher::Event::InitDone => Some(NodeTrigger::All),
                 watcher::Event::Init => None,
-            },
+            }),
         );
+        let node_scopes = NodeScopes {
+            pods: pods.clone(),
+            nodes: nodes.clone(),
+            signals: signals.to_vec(),
+        };
         let node_task = reflect(
             "nodes",
             Api::<Node>::all(client.clone()),
             list_in_small_pages(),
             trim::node,
             writer,
-            on_node,
+            move |event| {
+                // The node's pods are watched (or not) before the drain watcher hears of it.
+                node_scopes.on(&event);
+                on_node(event);
+            },
         );
 
         let (replica_sets, rs_task) = watch_workloads(
@@ -180,11 +169,10 @@ impl Caches {
             pdbs: pdbs_rx,
         };
         let ready = {
-            let (pods, nodes) = (pods.clone(), nodes.clone());
+            let nodes = nodes.clone();
             let (rs, deps, pdbs) = (replica_sets.clone(), deployments.clone(), pdbs.clone());
             async move {
                 futures::try_join!(
-                    pods.wait_until_ready(),
                     nodes.wait_until_ready(),
                     rs.wait_until_ready(),
                     deps.wait_until_ready(),
@@ -197,14 +185,13 @@ impl Caches {
         };
         let caches = Caches {
             pods,
-            pod_index,
             nodes,
             replica_sets,
             deployments,
             pdbs,
             ready,
         };
-        let tasks = vec![pod_task, node_task, rs_task, dep_task, pdb_task];
+        let tasks = vec![node_task, rs_task, dep_task, pdb_task];
         (caches, feed, Tasks(tasks))
     }
 
@@ -327,19 +314,21 @@ where
 /// fragmentation, for a few more round trips (100 for 10,000 pods).
 const LIST_PAGE: u32 = 100;
 
-fn list_in_small_pages() -> watcher::Config {
+pub(super) fn list_in_small_pages() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE)
 }
 
-/// What the pod and node watches do with each event: show it to `index` (after the store took
-/// it, before anything is handed on), hand the changed object (the stored `Arc`, or the last
-/// state of a deleted one) to the window controller and its trigger to the drain watcher.
-fn hand_on<K>(
+/// What an event asks the drain watcher to look at, if anything.
+pub(super) type ToTrigger<K> = Box<dyn Fn(&watcher::Event<K>) -> Option<NodeTrigger> + Send>;
+
+/// What the pod and node watches do with each event (after the store took it): hand the
+/// changed object (the stored `Arc`, or the last state of a deleted one) to the window
+/// controller, when it is given, and its trigger to the drain watcher.
+pub(super) fn hand_on<K>(
     store: Store<K>,
-    window: UnboundedSender<Arc<K>>,
+    window: Option<UnboundedSender<Arc<K>>>,
     drain: UnboundedSender<NodeTrigger>,
-    mut index: impl FnMut(&watcher::Event<K>) + Send + 'static,
-    to_trigger: impl Fn(&watcher::Event<K>) -> Option<NodeTrigger> + Send + 'static,
+    to_trigger: ToTrigger<K>,
 ) -> impl FnMut(watcher::Event<K>) + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
@@ -349,7 +338,6 @@ where
     // would double the start-up peak.
     let mut listed = false;
     move |event| {
-        index(&event);
         if let Some(trigger) = to_trigger(&event) {
             // A closed receiver means its consumer stopped (shutdown): nothing to do.
             let _ = drain.send(trigger);
@@ -375,6 +363,43 @@ where
             }
             watcher::Event::InitApply(_) | watcher::Event::Init => return,
         };
-        let _ = window.send(changed);
+        if let Some(window) = &window {
+            let _ = window.send(changed);
+        }
+    }
+}
+
+/// Keeps a pod scope for each node being disrupted, from the node watch's events.
+struct NodeScopes {
+    pods: Pods,
+    nodes: Store<Node>,
+    signals: Vec<Signal>,
+}
+
+impl NodeScopes {
+    fn on(&self, event: &watcher::Event<Node>) {
+        let disrupted = |node: &Node| signals::disruption(node, &self.signals).is_some();
+        match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                let scope = Scope::Node(node.metadata.name.clone().unwrap_or_default());
+                if disrupted(node) {
+                    self.pods.want(scope);
+                } else {
+                    self.pods.release(&scope);
+                }
+            }
+            watcher::Event::Delete(node) => self
+                .pods
+                .release(&Scope::Node(node.metadata.name.clone().unwrap_or_default())),
+            // After a (re-)list, nodes deleted meanwhile lose their scope too.
+            watcher::Event::InitDone => self.pods.retain(|scope| match scope {
+                Scope::Node(name) => self
+                    .nodes
+                    .get(&ObjectRef::new(name))
+                    .is_some_and(|n| disrupted(&n)),
+                Scope::Namespace(_) => true,
+            }),
+            watcher::Event::Init => {}
+        }
     }
 }

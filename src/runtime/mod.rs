@@ -21,7 +21,7 @@ pub mod events;
 pub mod leader;
 pub mod lookup;
 pub mod memory;
-pub mod pod_index;
+pub mod pod_scopes;
 pub mod readiness;
 pub mod reconciles;
 pub mod requests;
@@ -30,7 +30,7 @@ pub mod shutdown;
 
 pub use caches::{Caches, NodeTrigger};
 pub use leader::Leadership;
-pub use pod_index::PodIndex;
+pub use pod_scopes::{Pods, Scope};
 pub use readiness::Readiness;
 pub use reconciles::{ReconcileMetrics, Reconciles};
 pub use requests::RequestMetrics;

@@ -19,14 +19,14 @@ use super::plan::World;
 use super::{WindowArgs, WindowMetrics};
 use crate::k8s::signals::Signal;
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
-use crate::runtime::{PodIndex, Runtime};
+use crate::runtime::{Pods, Runtime, Scope};
 
 /// Reflector stores of everything the planner reads.
 #[derive(Clone)]
 pub struct WindowStores {
     pub windows: Store<TestWindow>,
-    pub pods: Store<PodDigest>,
-    pub pod_index: PodIndex,
+    /// Pods, among them every pod of each namespace that has a window.
+    pub pods: Pods,
     pub nodes: Store<Node>,
     pub pdbs: Store<PodDisruptionBudget>,
     pub replica_sets: Store<ReplicaSet>,
@@ -54,6 +54,9 @@ pub struct Context {
     pub written: Mutex<HashMap<String, TestWindowStatus>>,
 }
 
+/// How long a reconcile waits for the first list of its namespace's pods.
+const NAMESPACE_PODS_SYNC: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn in_ns<K: Resource>(items: Vec<Arc<K>>, ns: &str) -> Vec<Arc<K>> {
     items
         .into_iter()
@@ -67,11 +70,18 @@ impl Context {
         self.synced.load(Ordering::Acquire)
     }
 
+    /// Waits (at most [`NAMESPACE_PODS_SYNC`]) until the pods of `ns` are cached; false if
+    /// they are not by then. A reconcile reads [`Self::world`] only after this.
+    pub async fn pods_synced(&self, ns: &str) -> bool {
+        let scope = Scope::Namespace(ns.to_string());
+        self.stores.pods.synced(scope, NAMESPACE_PODS_SYNC).await
+    }
+
     /// The cached world of namespace `ns` (plus all nodes and NodeClaims).
     pub fn world(&self, ns: &str) -> World {
         let s = &self.stores;
         World {
-            pods: s.pod_index.in_namespace(&s.pods, ns),
+            pods: s.pods.in_namespace(ns),
             replica_sets: in_ns(s.replica_sets.state(), ns),
             deployments: in_ns(s.deployments.state(), ns),
             stateful_sets: in_ns(s.stateful_sets.state(), ns),

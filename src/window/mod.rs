@@ -43,15 +43,15 @@ use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
 use crate::k8s::signals::Signal;
 use crate::k8s::trim;
 use crate::resources::TestWindow;
-use crate::runtime::Runtime;
 use crate::runtime::caches::{Caches, ChangeFeed};
+use crate::runtime::{Pods, Runtime, Scope};
 use context::{Context, WindowStores};
 
 /// Flags of the window controller.
@@ -103,10 +103,17 @@ pub async fn run(
     // The controller itself waits for this store's readiness, and a store wakes only one
     // waiter: start-up learns it from the stream instead.
     let (windows_listed, windows_listed_rx) = tokio::sync::watch::channel(false);
+    let pod_scopes = NamespaceScopes {
+        pods: caches.pods.clone(),
+        windows: windows.clone(),
+    };
     let window_stream = watcher(runtime.api::<TestWindow>(), watcher::Config::default())
         .default_backoff()
         .reflect(windows_writer)
         .inspect(move |event| {
+            if let Ok(event) = event {
+                pod_scopes.on(event);
+            }
             if matches!(event, Ok(watcher::Event::InitDone)) {
                 windows_listed.send_replace(true);
             }
@@ -129,7 +136,6 @@ pub async fn run(
     let stores = WindowStores {
         windows: windows.clone(),
         pods: caches.pods.clone(),
-        pod_index: caches.pod_index.clone(),
         nodes: caches.nodes.clone(),
         pdbs: caches.pdbs.clone(),
         replica_sets: caches.replica_sets.clone(),
@@ -244,10 +250,12 @@ async fn sweeps(ctx: &Context) {
             () = leader.acquired() => {}
             () = shutdown.cancelled() => return,
         }
-        let pause = match sweep::sweep(ctx).await {
+        let all_pods = runs.is_multiple_of(sweep::FULL_SWEEP_EVERY);
+        let pods = if all_pods { "all" } else { "cached" };
+        let pause = match sweep::sweep(ctx, all_pods).await {
             Ok(removed) => {
                 if runs == 0 || removed > 0 {
-                    info!(removed, first = runs == 0, "sweep done");
+                    info!(removed, first = runs == 0, pods, "sweep done");
                 }
                 runs += 1;
                 sweep::SWEEP_INTERVAL
@@ -264,6 +272,44 @@ async fn sweeps(ctx: &Context) {
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
             () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Keeps the pods of each namespace that has a window cached, from the window watch's events
+/// (after the window store took them): a namespace's pods are watched from its first window
+/// until its last one is gone.
+struct NamespaceScopes {
+    pods: Pods,
+    windows: Store<TestWindow>,
+}
+
+impl NamespaceScopes {
+    fn on(&self, event: &watcher::Event<TestWindow>) {
+        let has_windows = |ns: &str| {
+            self.windows
+                .state()
+                .iter()
+                .any(|w| w.metadata.namespace.as_deref() == Some(ns))
+        };
+        match event {
+            watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
+                if let Some(ns) = &w.metadata.namespace {
+                    self.pods.want(Scope::Namespace(ns.clone()));
+                }
+            }
+            watcher::Event::Delete(w) => {
+                if let Some(ns) = &w.metadata.namespace
+                    && !has_windows(ns)
+                {
+                    self.pods.release(&Scope::Namespace(ns.clone()));
+                }
+            }
+            watcher::Event::InitDone => self.pods.retain(|scope| match scope {
+                Scope::Namespace(ns) => has_windows(ns),
+                Scope::Node(_) => true,
+            }),
+            watcher::Event::Init => {}
         }
     }
 }

@@ -43,6 +43,11 @@ pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Act
     if !ctx.runtime.leader.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    // The namespace's pods are cached from its first window on; its first reconcile waits for
+    // their list.
+    if !ctx.pods_synced(&ns).await {
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     let started = Instant::now();
     let result = reconcile_window(window.clone(), &ctx).await;
     ctx.metrics

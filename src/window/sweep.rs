@@ -2,6 +2,11 @@
 //! a forced finalizer removal, an uninstall or a release that went wrong. The leader runs it
 //! once its caches have synced and then every [`SWEEP_INTERVAL`] while it leads.
 //!
+//! Pods are cached only where windows or disruptions are ([`crate::runtime::pod_scopes`]):
+//! the sweep reads those, and every [`FULL_SWEEP_EVERY`]th sweep (the first one too) reads the
+//! metadata of every pod in scope from the API server, page by page, for the pods of
+//! namespaces no window is in any more.
+//!
 //! It looks at the cached objects first and lists windows (cluster-wide) after, so every field
 //! manager `disruption-guard/<uid>` it finds belongs to a window that existed before the list:
 //! a window of another operator (scoped to another namespace) is therefore always seen and its
@@ -14,15 +19,18 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
+use kube::core::PartialObjectMeta;
 use kube::{Api, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::context::Context;
 use super::plan::{Target, WindowFacts, Write};
 use crate::k8s::fields::{holding_window_uids, window_uids};
-use crate::resources::TestWindow;
 use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_manager};
+use crate::resources::{PodDigest, TestWindow};
+use crate::runtime::Scope;
 
 /// How often the leader sweeps. A guard PDB that no live window wants (its last window ended
 /// or went away without deleting it) is deleted at most this long, plus one sweep and the
@@ -30,12 +38,24 @@ use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_man
 /// once, so this bounds the leftovers of failures only.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
+/// Every how many sweeps (counting from the first) the pods of the whole scope are read.
+pub const FULL_SWEEP_EVERY: u64 = 10;
+
 /// One leftover to remove: the write and the manager to make it with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Leftover {
     pub namespace: String,
     pub manager: String,
     pub write: Write,
+}
+
+/// A cached pod's metadata, as a list of metadata would give it.
+fn metadata_of(pod: &PodDigest) -> PartialObjectMeta<Pod> {
+    PartialObjectMeta {
+        types: None,
+        metadata: pod.metadata.clone(),
+        _phantom: std::marker::PhantomData,
+    }
 }
 
 /// Annotation leftovers on objects of one kind: managers of windows not in `live`.
@@ -101,16 +121,34 @@ pub fn has_ended(window: &TestWindow) -> bool {
         || window.status.as_ref().is_some_and(|s| s.phase.is_final())
 }
 
-/// Runs the sweep once; returns how many leftovers were removed.
-pub async fn sweep(ctx: &Context) -> Result<usize, kube::Error> {
+/// Runs the sweep once, over every pod in scope when `all_pods` (else the cached ones);
+/// returns how many leftovers were removed.
+pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> {
     let scoped = |ns: Option<&str>| ns.is_some_and(|ns| ctx.runtime.in_scope(ns));
-    let pods: Vec<_> = ctx
-        .stores
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| scoped(p.metadata.namespace.as_deref()))
-        .collect();
+    // Pods with a guard field manager: few, so they are kept; the others are dropped page by
+    // page.
+    let mut pods: Vec<std::sync::Arc<PartialObjectMeta<Pod>>> = vec![];
+    let mut keep = |page: Vec<std::sync::Arc<PartialObjectMeta<Pod>>>| {
+        pods.extend(page.into_iter().filter(|p| {
+            scoped(p.metadata.namespace.as_deref()) && !window_uids(&p.metadata).is_empty()
+        }));
+    };
+    if all_pods {
+        ctx.stores.pods.each_page(&mut keep).await?;
+    } else {
+        for scope in ctx.stores.pods.scopes() {
+            let cached = match &scope {
+                Scope::Namespace(ns) => ctx.stores.pods.in_namespace(ns),
+                Scope::Node(node) => ctx.stores.pods.on_node(node),
+            };
+            keep(
+                cached
+                    .iter()
+                    .map(|p| std::sync::Arc::new(metadata_of(p)))
+                    .collect(),
+            );
+        }
+    }
     let pdbs: Vec<_> = ctx
         .stores
         .pdbs

@@ -18,6 +18,7 @@ use super::selector;
 use crate::k8s::fields::window_uids;
 use crate::resources::names::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 use crate::resources::{PodDigest, TestWindow};
+use crate::runtime::Pods;
 
 /// Hash of what matters about a node to windows: our annotations, our managers, and the
 /// disruption marks (kwok heartbeats and other status churn do not trigger reconciles).
@@ -182,7 +183,7 @@ impl PdbTriggers {
     pub fn refs(
         concerns: PdbConcerns,
         windows: &Store<TestWindow>,
-        pods: &Store<PodDigest>,
+        pods: &Pods,
     ) -> Vec<ObjectRef<TestWindow>> {
         match concerns {
             PdbConcerns::Owners(refs) => refs,
@@ -191,10 +192,11 @@ impl PdbTriggers {
                 selector,
                 owners,
             } => {
-                let covered = pods.state_filter(|p| {
-                    p.metadata.namespace.as_deref() == Some(namespace.as_str())
-                        && selector::optional_matches(selector.as_ref(), p.labels())
-                });
+                let covered: Vec<_> = pods
+                    .in_namespace(&namespace)
+                    .into_iter()
+                    .filter(|p| selector::optional_matches(selector.as_ref(), p.labels()))
+                    .collect();
                 let mut refs = owners;
                 // Pods with the same labels concern the same windows: look each label set up once.
                 let mut label_sets = BTreeSet::new();
@@ -334,19 +336,24 @@ mod tests {
         json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": app}}})
     }
 
-    #[test]
-    fn covered_pods_lead_to_the_windows_selecting_them_and_no_others() {
+    #[tokio::test]
+    async fn covered_pods_lead_to_the_windows_selecting_them_and_no_others() {
         let windows = store::<TestWindow>(vec![
             window("api-tests", "shop", "api"),
             window("web-tests", "shop", "web"),
             window("api-elsewhere", "other", "api"),
         ]);
-        let pods = store::<PodDigest>(vec![
-            pod("api-1", "shop", "api"),
-            pod("api-2", "shop", "api"),
-            pod("web-1", "shop", "web"),
-            pod("api-1", "other", "api"),
-        ]);
+        let pods = Pods::holding(
+            [
+                pod("api-1", "shop", "api"),
+                pod("api-2", "shop", "api"),
+                pod("web-1", "shop", "web"),
+                pod("api-1", "other", "api"),
+            ]
+            .into_iter()
+            .map(|p| serde_json::from_value(p).unwrap())
+            .collect(),
+        );
         let got = PdbTriggers::refs(covered(&["owner"]).unwrap(), &windows, &pods);
         assert_eq!(got, refs(&["api-tests", "owner"]));
     }

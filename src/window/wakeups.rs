@@ -45,11 +45,7 @@ pub fn nodes(
     caches: &Caches,
 ) -> impl Stream<Item = ObjectRef<TestWindow>> + use<> {
     let windows = windows.clone();
-    let (pods, index, nodes) = (
-        caches.pods.clone(),
-        caches.pod_index.clone(),
-        caches.nodes.clone(),
-    );
+    let (pods, nodes) = (caches.pods.clone(), caches.nodes.clone());
     let mut node_changes = NodeChanges::default();
     receive(changed).flat_map(move |node| {
         let name = node.metadata.name.clone().unwrap_or_default();
@@ -62,7 +58,7 @@ pub fn nodes(
                 &BTreeMap::new(),
                 &window_uids(&node.metadata),
             );
-            refs.extend(windows_of_pods(&windows, &index.on_node(&pods, &name)));
+            refs.extend(windows_of_pods(&windows, &pods.on_node(&name)));
         }
         futures::stream::iter(refs)
     })
@@ -100,7 +96,7 @@ pub fn node_claims(
     let writer = reflector::store::Writer::new(ar.clone());
     let store = writer.as_reader();
     let windows = windows.clone();
-    let (pods, index) = (caches.pods.clone(), caches.pod_index.clone());
+    let pods = caches.pods.clone();
     let stream = watcher(
         Api::<DynamicObject>::all_with(client.clone(), ar),
         watcher::Config::default(),
@@ -123,7 +119,7 @@ pub fn node_claims(
             &window_uids(&claim.metadata),
         );
         if let Some(node) = node {
-            refs.extend(windows_of_pods(&windows, &index.on_node(&pods, &node)));
+            refs.extend(windows_of_pods(&windows, &pods.on_node(&node)));
         }
         futures::stream::iter(refs)
     })
