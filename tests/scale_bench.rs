@@ -25,6 +25,13 @@
 //! `SCALE_WINDOW_NAMESPACES` namespaces of their own (default 10). A progress line per phase
 //! goes to stderr with the time since the step and the run started.
 //!
+//! With `SCALE_BASELINE=<path of another build>` that build runs beside the one under test, in
+//! the same cluster, cluster-wide, as a follower that never writes (its leader-election Lease
+//! is held by nobody): its RSS, bytes per pod and ready-after-restart are printed beside this
+//! build's, for a before/after in the same conditions.
+//!
+//! Creates that meet a busy API server (time-outs, 429, 5xx) are retried for two minutes.
+//!
 //! Run it on a cluster of its own: `tests/bench/scale` (`SCALE_WINDOWS`, default 100;
 //! `SCALE_DRAINS`, default 20).
 
@@ -35,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
@@ -51,6 +59,10 @@ const PODS_PER_NODE: usize = 10;
 /// namespace's own); its value is the test namespace.
 const SCALE_LABEL: &str = "disruption-guard.io/scale";
 const CONCURRENCY: usize = 48;
+const CREATE: PostParams = PostParams {
+    dry_run: false,
+    field_manager: None,
+};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -122,6 +134,31 @@ fn mib_or_dash(kib: Option<u64>) -> String {
     kib.map_or_else(|| "–".into(), |k| format!("{:.1}", mib(k)))
 }
 
+/// Runs `create` until it succeeds (or finds the object already there: an earlier attempt
+/// that timed out on the client may have created it), retrying errors of a busy API server
+/// (time-outs, 429, 5xx) for up to two minutes.
+async fn create_patiently<F, Fut, T>(what: &str, mut create: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match create().await {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => return,
+            Err(kube::Error::Api(e)) if e.code != 429 && e.code < 500 => {
+                panic!("creating {what}: {e}")
+            }
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("creating {what}: {e}; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => panic!("creating {what}: {e} (retried for 120 s)"),
+        }
+    }
+}
+
 /// Creates the namespaces `<ns>-<kind>-<k>` for k in `0..count` (labelled with the run) and
 /// waits for their default ServiceAccounts, without which pods are refused.
 async fn create_namespaces(client: &Client, ns: &str, kind: &str, count: usize) -> Vec<String> {
@@ -135,10 +172,7 @@ async fn create_namespaces(client: &Client, ns: &str, kind: &str, count: usize) 
                     "metadata": {"name": name, "labels": {SCALE_LABEL: ns}}
                 }))
                 .unwrap();
-                namespaces
-                    .create(&PostParams::default(), &object)
-                    .await
-                    .unwrap();
+                create_patiently(&name, || namespaces.create(&CREATE, &object)).await;
                 let sas: Api<ServiceAccount> = Api::namespaced(client, &name);
                 wait::until(
                     "a namespace's default ServiceAccount",
@@ -164,7 +198,7 @@ async fn grow_nodes(client: &Client, ns: &str, from: usize, to: usize) {
                 let labels = node.metadata.labels.get_or_insert_default();
                 labels.remove(support::TEST_NAMESPACE_LABEL);
                 labels.insert(SCALE_LABEL.into(), ns.into());
-                nodes.create(&PostParams::default(), &node).await.unwrap();
+                create_patiently(&name, || nodes.create(&CREATE, &node)).await;
             }
         })
         .await;
@@ -225,9 +259,10 @@ async fn grow_pods(
         .for_each_concurrent(CONCURRENCY, |i| {
             let pods: Api<Pod> = Api::namespaced(client.clone(), &namespaces[i % namespaces.len()]);
             async move {
+                let name = format!("bg-{i}");
                 let pod: Pod = serde_json::from_value(json!({
                     "metadata": {
-                        "name": format!("bg-{i}"),
+                        "name": name,
                         "labels": {"app": "bg", "shard": format!("s{}", i % 50), SCALE_LABEL: ns}
                     },
                     "spec": {
@@ -237,7 +272,7 @@ async fn grow_pods(
                     }
                 }))
                 .unwrap();
-                pods.create(&PostParams::default(), &pod).await.unwrap();
+                create_patiently(&name, || pods.create(&CREATE, &pod)).await;
             }
         })
         .await;
@@ -369,8 +404,51 @@ async fn bare_pdb_round(
     floor
 }
 
+/// The baseline build's figures at one step: RSS running, ready after a restart (s), RSS
+/// restarted and its peak.
+struct Baseline {
+    rss_running: u64,
+    ready_after_restart: f64,
+    rss_restarted: u64,
+    hwm_restarted: u64,
+}
+
+/// Starts the build at `program` beside the one under test, cluster-wide, as a follower that
+/// never writes: its leader-election Lease is held by nobody for a day, so it keeps its caches
+/// (as every replica does) and leaves the windows to the operator under test.
+async fn start_baseline(client: &Client, ns: &str, program: &str) -> Operator {
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "scale-baseline"},
+        "spec": {
+            "holderIdentity": "nobody",
+            "leaseDurationSeconds": 86400,
+            "acquireTime": jiff::Timestamp::now().to_string(),
+            "renewTime": jiff::Timestamp::now().to_string(),
+        }
+    }))
+    .unwrap();
+    Api::<Lease>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap();
+    Operator::start_program(
+        PathBuf::from(program),
+        ns,
+        "baseline",
+        vec![
+            "--insecure-no-auth".into(),
+            "--leader-election".into(),
+            format!("--leader-election-namespace={ns}"),
+            "--leader-election-lease=scale-baseline".into(),
+            "--leader-election-identity=baseline".into(),
+        ],
+    )
+    .await
+}
+
 struct Row {
     nodes: usize,
+    baseline: Option<Baseline>,
     pods: usize,
     rss_running: u64,
     rss_restarted: u64,
@@ -412,8 +490,22 @@ async fn memory_and_latencies_by_cluster_size() {
 
         // Cluster-wide, as the chart runs it.
         let mut op = Operator::start_with(&ns, vec!["--insecure-no-auth".into()]).await;
+        let mut other = match std::env::var("SCALE_BASELINE") {
+            Ok(program) if !program.is_empty() => {
+                Some(start_baseline(&client, &ns, &program).await)
+            }
+            _ => None,
+        };
         tokio::time::sleep(Duration::from_secs(3)).await;
         let (baseline, _) = op.rss_kib();
+        let other_empty = other.as_ref().map_or(0, |o| o.rss_kib().0);
+        if other.is_some() {
+            println!(
+                "empty cluster: baseline build ({}) VmRSS {:.1} MiB",
+                std::env::var("SCALE_BASELINE").unwrap_or_default(),
+                mib(other_empty)
+            );
+        }
         let peers_empty = Peers::read();
         println!(
             "empty cluster: operator VmRSS {:.1} MiB (the baseline), kube-scheduler {}, \
@@ -489,6 +581,23 @@ async fn memory_and_latencies_by_cluster_size() {
             let ready_after_restart = restart.elapsed().as_secs_f64();
             tokio::time::sleep(Duration::from_secs(3)).await;
             let (rss_restarted, hwm_restarted) = op.rss_kib();
+            let baseline_row = match other.as_mut() {
+                Some(other) => {
+                    let (rss_running, _) = other.rss_kib();
+                    let restart = Instant::now();
+                    other.restart().await;
+                    let ready_after_restart = restart.elapsed().as_secs_f64();
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    let (rss_restarted, hwm_restarted) = other.rss_kib();
+                    Some(Baseline {
+                        rss_running,
+                        ready_after_restart,
+                        rss_restarted,
+                        hwm_restarted,
+                    })
+                }
+                None => None,
+            };
 
             progress(nodes, &format!("creating {windows} bare PDBs (the floor)"), t0, run);
             let mut pdb_floor = bare_pdb_round(&client, &window_namespaces, nodes, windows).await;
@@ -501,6 +610,7 @@ async fn memory_and_latencies_by_cluster_size() {
             assert_nodes_kept_up(&client).await;
             let row = Row {
                 nodes: nodes + 2,
+                baseline: baseline_row,
                 pods: pods + windows + 1,
                 rss_running,
                 rss_restarted,
@@ -592,6 +702,38 @@ async fn memory_and_latencies_by_cluster_size() {
                 mib_or_dash(r.peers.karpenter),
                 mib_or_dash(r.peers.apiserver),
             );
+        }
+        if rows.iter().any(|r| r.baseline.is_some()) {
+            println!();
+            println!(
+                "this build beside the baseline build ({}), same run and cluster (MiB, s)",
+                std::env::var("SCALE_BASELINE").unwrap_or_default()
+            );
+            println!(
+                "| nodes | pods | RSS running: this / baseline | bytes per pod: this / baseline | RSS restarted (peak): this / baseline | ready after restart: this / baseline |"
+            );
+            println!("|---:|---:|---:|---:|---:|---:|");
+            for r in &rows {
+                let Some(b) = &r.baseline else { continue };
+                let per_pod = |rss: u64, empty: u64| {
+                    rss.saturating_sub(empty) as f64 * 1024.0 / r.pods as f64
+                };
+                println!(
+                    "| {} | {} | {:.1} / {:.1} | {:.0} / {:.0} | {:.1} ({:.1}) / {:.1} ({:.1}) | {:.2} / {:.2} |",
+                    r.nodes,
+                    r.pods,
+                    mib(r.rss_running),
+                    mib(b.rss_running),
+                    per_pod(r.rss_running, baseline),
+                    per_pod(b.rss_running, other_empty),
+                    mib(r.rss_restarted),
+                    mib(r.hwm_restarted),
+                    mib(b.rss_restarted),
+                    mib(b.hwm_restarted),
+                    r.ready_after_restart,
+                    b.ready_after_restart,
+                );
+            }
         }
         let metrics = op.metrics().await;
         for line in metrics.lines().filter(|l| {

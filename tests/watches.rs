@@ -1,5 +1,7 @@
 //! The operator's load on the API server, counted by the API server itself: it holds exactly
-//! one watch of each kind it caches, however many of its parts read that kind.
+//! one watch of each kind it caches, however many of its parts read that kind, and watches
+//! pods only where they matter: one watch per namespace that has a window, one per node being
+//! disrupted, none for the rest of the cluster.
 //!
 //! Counted with the API server's own gauge `apiserver_longrunning_requests{verb="WATCH"}`,
 //! per resource, with the operator running minus without it. This file holds one test, so no
@@ -12,10 +14,15 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use disruption_guard::resources::TestWindow;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
+use serde_json::json;
 use support::operator::{Operator, ensure_crd};
-use support::{wait, with_namespace};
+use support::windows::{open, until_ready, window};
+use support::{create_ready_node, wait, with_namespace};
 
 /// Open watches per resource, as the API server counts them.
 async fn open_watches(client: &Client) -> BTreeMap<String, i64> {
@@ -93,14 +100,39 @@ async fn until_the_crd_settled(client: &Client) {
     }
 }
 
+/// Nodes of the cluster the operator counts as being disrupted with its default signals
+/// (cordoned, tainted by Karpenter or Cluster Autoscaler, or being deleted): each has its pods
+/// watched.
+async fn disrupted_nodes(client: &Client) -> i64 {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    nodes
+        .items
+        .iter()
+        .filter(|n| {
+            let spec = n.spec.as_ref();
+            n.metadata.deletion_timestamp.is_some()
+                || spec.and_then(|s| s.unschedulable).unwrap_or(false)
+                || spec.and_then(|s| s.taints.as_ref()).is_some_and(|taints| {
+                    taints.iter().any(|t| {
+                        t.key == "karpenter.sh/disrupted"
+                            || t.key == "ToBeDeletedByClusterAutoscaler"
+                    })
+                })
+        })
+        .count() as i64
+}
+
 #[tokio::test]
-async fn the_operator_holds_one_watch_of_each_kind_it_caches() {
+async fn the_operator_holds_one_watch_of_each_kind_it_caches_and_of_pods_only_where_they_matter() {
     with_namespace(|client, ns| async move {
         until_the_crd_settled(&client).await;
         let without = open_watches(&client).await;
+        let elsewhere = disrupted_nodes(&client).await;
         let mut op = Operator::start(&ns, &[]).await;
         let shared = [
-            "pods",
             "nodes",
             "replicasets",
             "deployments",
@@ -119,7 +151,6 @@ async fn the_operator_holds_one_watch_of_each_kind_it_caches() {
         )
         .await;
         let with = open_watches(&client).await;
-        op.kill();
         let delta = difference(&with, &without);
         eprintln!("watches the operator holds, by resource: {delta:?}");
         for resource in shared.iter().chain(&["testwindows", "statefulsets"]) {
@@ -129,9 +160,81 @@ async fn the_operator_holds_one_watch_of_each_kind_it_caches() {
                 "{resource}: the operator's watches {delta:?}"
             );
         }
-        for (resource, count) in &delta {
+        for (resource, count) in delta.iter().filter(|(r, _)| *r != "pods") {
             assert_eq!(*count, 1, "{resource} is watched {count} times: {delta:?}");
         }
+        // Pods: one watch per disrupted node of the cluster, none for the rest of it.
+        assert_eq!(
+            delta.get("pods").copied().unwrap_or(0),
+            elsewhere,
+            "with no window and {elsewhere} disrupted nodes: {delta:?}"
+        );
+
+        let pod_watches = |expected: i64, what: &'static str| {
+            let (client, without) = (client.clone(), without.clone());
+            async move {
+                wait::until(what, Duration::from_secs(10), || async {
+                    let delta = difference(&open_watches(&client).await, &without);
+                    delta.get("pods").copied().unwrap_or(0) == expected
+                })
+                .await;
+            }
+        };
+        // A window: the pods of its namespace.
+        open(&client, &ns, &window("w", "api", "10m", json!({}))).await;
+        pod_watches(elsewhere + 1, "a pod watch for the window's namespace").await;
+        // A second window in the same namespace: the same watch.
+        open(&client, &ns, &window("w2", "web", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w2", Duration::from_secs(10)).await;
+        pod_watches(elsewhere + 1, "still one pod watch for the namespace").await;
+
+        // A cordoned node: its pods, while it is cordoned.
+        let node = format!("{ns}-n");
+        create_ready_node(&client, &ns, &node).await;
+        let nodes: Api<Node> = Api::all(client.clone());
+        let cordon = |on: bool| {
+            let nodes = nodes.clone();
+            let node = node.clone();
+            async move {
+                nodes
+                    .patch(
+                        &node,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"unschedulable": on}})),
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        cordon(true).await;
+        pod_watches(elsewhere + 2, "a pod watch for the cordoned node").await;
+        cordon(false).await;
+        pod_watches(elsewhere + 1, "the node's pod watch gone once uncordoned").await;
+
+        // The namespace's last window gone: its pod watch goes too.
+        let windows: Api<TestWindow> = Api::namespaced(client.clone(), &ns);
+        for name in ["w", "w2"] {
+            windows
+                .delete(name, &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+        wait::until(
+            "the windows to be gone",
+            Duration::from_secs(20),
+            || async {
+                windows
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .is_empty()
+            },
+        )
+        .await;
+        pod_watches(elsewhere, "no pod watch once the namespace has no window").await;
+        op.kill();
+        nodes.delete(&node, &DeleteParams::default()).await.unwrap();
     })
     .await;
 }

@@ -106,6 +106,7 @@ pub async fn run(
     let pod_scopes = NamespaceScopes {
         pods: caches.pods.clone(),
         windows: windows.clone(),
+        runtime: runtime.clone(),
     };
     let window_stream = watcher(runtime.api::<TestWindow>(), watcher::Config::default())
         .default_backoff()
@@ -278,10 +279,11 @@ async fn sweeps(ctx: &Context) {
 
 /// Keeps the pods of each namespace that has a window cached, from the window watch's events
 /// (after the window store took them): a namespace's pods are watched from its first window
-/// until its last one is gone.
+/// until its last one is gone. Namespaces out of the operator's scope are never watched.
 struct NamespaceScopes {
     pods: Pods,
     windows: Store<TestWindow>,
+    runtime: Runtime,
 }
 
 impl NamespaceScopes {
@@ -294,7 +296,9 @@ impl NamespaceScopes {
         };
         match event {
             watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
-                if let Some(ns) = &w.metadata.namespace {
+                if let Some(ns) = &w.metadata.namespace
+                    && self.runtime.in_scope(ns)
+                {
                     self.pods.want(Scope::Namespace(ns.clone()));
                 }
             }

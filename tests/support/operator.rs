@@ -24,6 +24,8 @@ pub struct Operator {
     pub admin: String,
     /// File its logs go to.
     pub log: PathBuf,
+    /// The binary it runs (the one under test unless [`Operator::start_program`] names another).
+    program: PathBuf,
     args: Vec<String>,
     kubeconfig: PathBuf,
     api_port: u16,
@@ -168,8 +170,37 @@ impl Operator {
     /// Starts an operator with `args`, authenticating with `kubeconfig` (e.g. the chart's
     /// ServiceAccount from [`super::chart_identity::ChartIdentity`]).
     pub async fn start_as(ns: &str, args: Vec<String>, kubeconfig: PathBuf) -> Operator {
+        Self::launch(binary(), ns, "", args, kubeconfig).await
+    }
+
+    /// Starts another build of the operator (`program`, e.g. an earlier release beside the one
+    /// under test) with exactly `args`, logging to `operator-<ns>-<label>.log`.
+    pub async fn start_program(
+        program: PathBuf,
+        ns: &str,
+        label: &str,
+        args: Vec<String>,
+    ) -> Operator {
+        Self::launch(
+            program,
+            ns,
+            &format!("-{label}"),
+            args,
+            super::kubeconfig().clone(),
+        )
+        .await
+    }
+
+    async fn launch(
+        program: PathBuf,
+        ns: &str,
+        label: &str,
+        args: Vec<String>,
+        kubeconfig: PathBuf,
+    ) -> Operator {
         ensure_crd();
-        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("operator-{ns}.log"));
+        let log =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("operator-{ns}{label}.log"));
         let (api_port, admin_port) = (free_port(), free_port());
         let mut args = args;
         if !args.iter().any(|a| a.starts_with("--intercept=")) {
@@ -180,6 +211,7 @@ impl Operator {
             api: format!("http://127.0.0.1:{api_port}"),
             admin: format!("http://127.0.0.1:{admin_port}"),
             log,
+            program,
             args,
             kubeconfig,
             api_port,
@@ -205,7 +237,7 @@ impl Operator {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(binary())
+        let child = Command::new(&self.program)
             .arg("--log-format=text")
             .arg("operator")
             .arg(format!("--api-addr=127.0.0.1:{}", self.api_port))
@@ -224,11 +256,11 @@ impl Operator {
         self.child = Some(child);
     }
 
-    /// Waits until `/readyz` answers 200.
+    /// Waits (up to 60 s: a restart at scale lists the cluster) until `/readyz` answers 200.
     pub async fn wait_ready(&mut self) {
         let url = format!("{}/readyz", self.admin);
         let client = reqwest::Client::new();
-        for _ in 0..300 {
+        for _ in 0..600 {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
@@ -245,7 +277,7 @@ impl Operator {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!(
-            "the operator did not become ready in 30s; log:\n{}",
+            "the operator did not become ready in 60s; log:\n{}",
             self.log_text()
         );
     }
