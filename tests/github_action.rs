@@ -1,12 +1,15 @@
 //! The GitHub Action in `examples/github-action` run with node exactly as the Actions runner
 //! runs it (inputs as `INPUT_*`, state, outputs and the step summary through files), against a
 //! real operator: `main` opens a window that becomes Ready, `post` closes it; the legs of a
-//! matrix job each open and close their own window.
+//! matrix job each open and close their own window. The same action run by GitHub's
+//! `@github/local-action` (pinned, installed into the component cache on first use by
+//! `tests/tools/npm-tool`), whose stub of `@actions/core` carries outputs, state and the summary.
 
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -239,6 +242,189 @@ async fn each_leg_of_a_matrix_job_opens_its_own_window_and_its_post_closes_only_
             "the second leg's window to be Closed",
             Duration::from_secs(10),
             || async { phase(&ns, &second) == "Closed" },
+        )
+        .await;
+    })
+    .await;
+}
+
+/// The `@github/local-action` release the action is tested with.
+const LOCAL_ACTION_VERSION: &str = "7.0.1";
+
+/// The `local-action` command, installed once per test binary.
+fn local_action() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = Command::new(repo_root().join("tests/tools/npm-tool"))
+            .args(["@github/local-action", LOCAL_ACTION_VERSION, "local-action"])
+            .output()
+            .expect("running tests/tools/npm-tool");
+        assert!(
+            out.status.success(),
+            "installing @github/local-action failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+/// Runs the action with `local-action run examples/github-action main.js DOTENV`, adding
+/// `--post post.js` when `post`: one node process runs `main`'s `run()` and then `post`'s, with
+/// the inputs and environment of the dotenv file. It runs in local-action's install directory,
+/// where `npm exec` finds its tsx and `npm ls` finds the `@actions/core` that local-action
+/// replaces with its stub; the stub then answers the action's `require('@actions/core')`.
+fn local_action_run(dotenv: &Path, post: bool) -> Output {
+    let bin = local_action();
+    // <install directory>/node_modules/.bin/local-action
+    let install = bin.ancestors().nth(3).unwrap();
+    let action = repo_root().join("examples/github-action");
+    let mut cmd = Command::new(bin);
+    cmd.arg("run").arg(&action).arg("main.js").arg(dotenv);
+    if post {
+        // Absolute: local-action 7.0.1 resolves --post before it knows the action's directory.
+        cmd.arg("--post").arg(action.join("post.js"));
+    }
+    cmd.current_dir(install)
+        .env("FORCE_COLOR", "0")
+        .output()
+        .expect("running local-action")
+}
+
+/// `@github/local-action` runs `main` against the operator: the window it opens is Active and
+/// Ready in the cluster, and local-action lists the outputs `main` set through its stub of
+/// `@actions/core`. Then `main` and `post` in one run, as local-action runs an action with a post
+/// step: `main` opens with the same key and finds the same window, and `post`, given `main`'s
+/// state in memory by the stub, closes it and writes the summary. (local-action runs `post` right
+/// after `main`, with no step between them, hence the first run of `main` alone to see the window
+/// in effect.)
+#[tokio::test]
+async fn local_action_runs_main_and_post_against_the_operator() {
+    with_namespace(|client, ns| async move {
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        deployments
+            .create(&PostParams::default(), &deployment("api").build())
+            .await
+            .unwrap();
+        let op = Operator::start(&ns, &[]).await;
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("gha-local-{ns}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let summary = dir.join("summary");
+        let token = "unused-without-auth";
+        let dotenv = dir.join("dotenv");
+        let vars = [
+            ("INPUT_SERVER", op.api.clone()),
+            ("INPUT_TOKEN", token.to_string()),
+            ("INPUT_NAMESPACE", ns.clone()),
+            ("INPUT_SELECTOR", "app=api".to_string()),
+            ("INPUT_TTL", "10m".to_string()),
+            ("INPUT_WAIT-TIMEOUT", "60s".to_string()),
+            ("INPUT_KEY", format!("local-action-{ns}")),
+            ("GITHUB_STEP_SUMMARY", summary.display().to_string()),
+            ("GITHUB_WORKFLOW", "e2e".to_string()),
+            ("GITHUB_RUN_NUMBER", "7".to_string()),
+            ("GITHUB_RUN_ID", "4444".to_string()),
+            ("GITHUB_REPOSITORY", "org/shop".to_string()),
+        ];
+        let text: String = vars.iter().map(|(k, v)| format!("{k}=\"{v}\"\n")).collect();
+        std::fs::write(&dotenv, text).unwrap();
+
+        let main = local_action_run(&dotenv, false);
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&main.stdout),
+            String::from_utf8_lossy(&main.stderr)
+        );
+        assert!(
+            main.status.success() && !log.contains("::error::") && !log.contains("::warning::"),
+            "local-action, main: {log}"
+        );
+        assert!(
+            !log.contains(token),
+            "the token is a secret of the stub, never printed: {log}"
+        );
+        assert!(!log.contains("Running Post Step"), "{log}");
+        let name = log
+            .lines()
+            .find_map(|l| l.strip_prefix("::set-output name=window::"))
+            .unwrap_or_else(|| panic!("main set the window output through the stub: {log}"))
+            .to_string();
+        let outputs = log
+            .split("Action Outputs")
+            .nth(1)
+            .unwrap_or_else(|| panic!("local-action lists the outputs: {log}"));
+        for (output, value) in [("window", name.as_str()), ("protected", "true")] {
+            assert!(
+                outputs.lines().any(
+                    |l| l.contains(&format!("'{output}'")) && l.contains(&format!("'{value}'"))
+                ),
+                "output {output} = {value} in local-action's table: {outputs}"
+            );
+        }
+        let tw = support::kubectl()
+            .args([
+                "get",
+                "tw",
+                &name,
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&tw.stdout),
+            "Active True",
+            "the window local-action's main opened is open and Ready"
+        );
+
+        let run = local_action_run(&dotenv, true);
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(
+            run.status.success() && !log.contains("::error::") && !log.contains("::warning::"),
+            "local-action, main and post: {log}"
+        );
+        assert!(
+            log.contains(&format!("::set-output name=window::{name}\n")),
+            "the same key opened the same window: {log}"
+        );
+        let post = log
+            .split("Running Post Step")
+            .nth(1)
+            .unwrap_or_else(|| panic!("local-action ran post: {log}"));
+        assert!(
+            post.contains(&format!("disruption-guard: window {ns}/{name} closed")),
+            "post closed the window main named in its state: {post}"
+        );
+        let summary = std::fs::read_to_string(&summary).unwrap();
+        for row in [
+            "### disruption-guard: ".to_string(),
+            format!("| Window | {name} |"),
+            format!("| Namespace | {ns} |"),
+            "| Pods selected | app=api |".to_string(),
+            "| Reason | e2e #7 |".to_string(),
+        ] {
+            assert!(
+                summary.contains(&row),
+                "{row:?} in the step summary: {summary}"
+            );
+        }
+        let protected = summary
+            .lines()
+            .find(|l| l.starts_with("| Protected | "))
+            .unwrap_or_else(|| panic!("a Protected row: {summary}"));
+        assert!(
+            protected.ends_with(" under a PodDisruptionBudget |"),
+            "post read what main saw protected from the stub's state: {protected}"
+        );
+        wait::until(
+            "the window to be Closed",
+            Duration::from_secs(10),
+            || async { phase(&ns, &name) == "Closed" },
         )
         .await;
     })

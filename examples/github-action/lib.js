@@ -1,5 +1,6 @@
 // Shared helpers of the action: inputs, outputs, state, masking, the idempotency key, the step
-// summary and the HTTP calls.
+// summary and the HTTP calls. The action has no dependencies: on a runner it speaks the runner's
+// file protocol itself (see `stepIO`).
 'use strict';
 const crypto = require('crypto');
 const fs = require('fs');
@@ -10,22 +11,68 @@ function input(name, required) {
   return value;
 }
 
-function appendTo(fileVar, key, value) {
-  const file = process.env[fileVar];
+function appendTo(fileVar, key, value, env = process.env) {
+  const file = env[fileVar];
   if (file) fs.appendFileSync(file, `${key}=${value}\n`);
+}
+
+// The lines of `token` to mask, each on its own (a mask covers one line); none for an empty one.
+function secretLines(token) {
+  return String(token || '').split(/\r?\n|\r/).map((line) => line.trim()).filter(Boolean);
 }
 
 // The workflow commands that mask `token` in the job's log, one per line of it (a command ends at
 // its line's end, so a second line would be printed in clear otherwise); none for an empty
 // token. `%` is escaped as the runner unescapes it.
 function maskCommands(token) {
-  return String(token || '').split(/\r?\n|\r/).map((line) => line.trim()).filter(Boolean)
-    .map((line) => `::add-mask::${line.replace(/%/g, '%25')}`);
+  return secretLines(token).map((line) => `::add-mask::${line.replace(/%/g, '%25')}`);
 }
 
-// Prints the masking commands for the `token` input; called before anything else is printed.
-function maskToken() {
-  for (const line of maskCommands(process.env.INPUT_TOKEN)) console.log(line);
+// How the step hands on its outputs, its state (main to post), the step summary and the token
+// to mask, chosen by what runs it:
+// - an Actions runner, or anything that runs `node main.js` as it does: the runner's file
+//   protocol, spoken here with no package loaded: `name=value` lines appended to the files
+//   GITHUB_OUTPUT and GITHUB_STATE (which the runner gives post as STATE_<name>), Markdown
+//   appended to GITHUB_STEP_SUMMARY, `::add-mask::` commands;
+// - @github/local-action, which names the action it runs in TARGET_ACTION_PATH: its stub of
+//   @actions/core, which it hands to any `require('@actions/core')` once `npm ls` where it runs
+//   finds the package (the action itself has no copy). The stub keeps state in memory from main
+//   to post (one process runs both), lists the outputs at the end of the run, writes the summary
+//   to GITHUB_STEP_SUMMARY and redacts the token from what it logs. Without it, a warning: the
+//   files are used, and post finds no state.
+// `env` and `load` (require) are parameters for the unit tests.
+function stepIO({ env = process.env, load = require } = {}) {
+  let core = null;
+  if (env.TARGET_ACTION_PATH) {
+    try {
+      core = load('@actions/core');
+    } catch (err) {
+      console.log('::warning::disruption-guard: run by @github/local-action without its '
+        + `@actions/core (${err.message.split('\n')[0]}); outputs and state go to the runner's files`);
+    }
+  }
+  if (core) {
+    return {
+      via: '@actions/core',
+      output: (name, value) => core.setOutput(name, value),
+      saveState: (name, value) => core.saveState(name, value),
+      state: (name) => core.getState(name),
+      summary: async (markdown) => {
+        if (env.GITHUB_STEP_SUMMARY) await core.summary.addRaw(markdown).write();
+      },
+      mask: (token) => secretLines(token).forEach((line) => core.setSecret(line)),
+    };
+  }
+  return {
+    via: 'files',
+    output: (name, value) => appendTo('GITHUB_OUTPUT', name, value, env),
+    saveState: (name, value) => appendTo('GITHUB_STATE', name, value, env),
+    state: (name) => env[`STATE_${name}`] || '',
+    summary: async (markdown) => {
+      if (env.GITHUB_STEP_SUMMARY) fs.appendFileSync(env.GITHUB_STEP_SUMMARY, markdown);
+    },
+    mask: (token) => maskCommands(token).forEach((line) => console.log(line)),
+  };
 }
 
 // A random nonce, made once per run of main (before any retry).
@@ -222,7 +269,6 @@ async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 9
 }
 
 module.exports = {
-  input, appendTo, call, durationMs, retryAfterMs, retryDelay, guardFailure, CallError,
-  maskCommands, maskToken, newNonce, idempotencyKey, goDuration, selectorText, mdCell,
-  summaryMarkdown,
+  input, stepIO, call, durationMs, retryAfterMs, retryDelay, guardFailure, CallError,
+  maskCommands, newNonce, idempotencyKey, goDuration, selectorText, mdCell, summaryMarkdown,
 };

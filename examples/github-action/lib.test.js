@@ -7,7 +7,7 @@ const fs = require('fs');
 const path = require('path');
 const {
   durationMs, retryAfterMs, retryDelay, guardFailure, CallError, maskCommands, newNonce,
-  idempotencyKey, goDuration, selectorText, mdCell, summaryMarkdown,
+  idempotencyKey, goDuration, selectorText, mdCell, summaryMarkdown, stepIO,
 } = require('./lib');
 
 test('durations are Go durations', () => {
@@ -183,4 +183,100 @@ test('the root action.yml offers what examples/github-action/action.yml offers',
   const runs = (file) => fs.readFileSync(file, 'utf8').split(/^runs:/m)[1];
   assert.match(runs(root), /using: node24\n {2}main: examples\/github-action\/main\.js\n {2}post: examples\/github-action\/post\.js\n {2}post-if: always\(\)/);
   assert.match(runs(example), /using: node24\n {2}main: main\.js\n {2}post: post\.js\n {2}post-if: always\(\)/);
+});
+
+// Runs `fn` with console.log captured; returns what it printed, one entry a call.
+async function printed(fn) {
+  const lines = [];
+  const log = console.log;
+  console.log = (line) => lines.push(line);
+  try {
+    await fn();
+  } finally {
+    console.log = log;
+  }
+  return lines;
+}
+
+test('on a runner, outputs, state and the summary go through the files, and nothing is loaded', async () => {
+  const dir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'gha-io-'));
+  const env = {
+    GITHUB_OUTPUT: path.join(dir, 'output'),
+    GITHUB_STATE: path.join(dir, 'state'),
+    GITHUB_STEP_SUMMARY: path.join(dir, 'summary'),
+    STATE_window: 'tw-from-main',
+  };
+  const io = stepIO({ env, load: () => assert.fail('no package is loaded on a runner') });
+  assert.strictEqual(io.via, 'files');
+  const lines = await printed(async () => {
+    io.mask('s3cr3t');
+    io.output('window', 'tw-1');
+    io.saveState('namespace', 'shop');
+    await io.summary('### report\n');
+  });
+  assert.deepStrictEqual(lines, ['::add-mask::s3cr3t']);
+  assert.strictEqual(fs.readFileSync(env.GITHUB_OUTPUT, 'utf8'), 'window=tw-1\n');
+  assert.strictEqual(fs.readFileSync(env.GITHUB_STATE, 'utf8'), 'namespace=shop\n');
+  assert.strictEqual(fs.readFileSync(env.GITHUB_STEP_SUMMARY, 'utf8'), '### report\n');
+  assert.strictEqual(io.state('window'), 'tw-from-main');
+  assert.strictEqual(io.state('protection'), '');
+  // No summary file: nothing is written, nothing fails.
+  await stepIO({ env: {} }).summary('### report\n');
+});
+
+test('under @github/local-action, outputs, state and the summary go through its @actions/core', async () => {
+  const calls = [];
+  const state = {};
+  const core = {
+    setOutput: (k, v) => calls.push(['setOutput', k, v]),
+    saveState: (k, v) => { state[k] = v; },
+    getState: (k) => state[k] || '',
+    setSecret: (s) => calls.push(['setSecret', s]),
+    summary: {
+      addRaw(md) { calls.push(['addRaw', md]); return this; },
+      async write() { calls.push(['write']); return this; },
+    },
+  };
+  const env = { TARGET_ACTION_PATH: '/actions/guard', GITHUB_STEP_SUMMARY: '/tmp/summary' };
+  const io = stepIO({ env, load: (name) => (name === '@actions/core' ? core : assert.fail(name)) });
+  assert.strictEqual(io.via, '@actions/core');
+  const lines = await printed(async () => {
+    io.mask('line-one\nline-two');
+    io.output('window', 'tw-1');
+    io.saveState('window', 'tw-1');
+    await io.summary('### report\n');
+  });
+  assert.deepStrictEqual(lines, [], 'the stub masks: no ::add-mask:: printed in clear');
+  assert.strictEqual(io.state('window'), 'tw-1', 'post reads what main saved, in one process');
+  assert.deepStrictEqual(calls, [
+    ['setSecret', 'line-one'], ['setSecret', 'line-two'],
+    ['setOutput', 'window', 'tw-1'],
+    ['addRaw', '### report\n'], ['write'],
+  ]);
+  // Without a step summary file the stub is not asked to write one (it would throw).
+  calls.length = 0;
+  await stepIO({ env: { TARGET_ACTION_PATH: '/a' }, load: () => core }).summary('x');
+  assert.deepStrictEqual(calls, []);
+});
+
+test('under @github/local-action without its @actions/core, a warning and the files', async () => {
+  let io;
+  const lines = await printed(() => {
+    io = stepIO({
+      env: { TARGET_ACTION_PATH: '/a' },
+      load: () => { throw new Error("Cannot find module '@actions/core'\nRequire stack: …"); },
+    });
+  });
+  assert.strictEqual(io.via, 'files');
+  assert.deepStrictEqual(lines, [
+    "::warning::disruption-guard: run by @github/local-action without its @actions/core (Cannot find module '@actions/core'); outputs and state go to the runner's files",
+  ]);
+});
+
+test('main and post export run for test tools, and run only when run directly', () => {
+  for (const file of ['main.js', 'post.js']) {
+    // Requiring the entry point starts nothing (no input is read, no call made).
+    const { run } = require(`./${file}`);
+    assert.strictEqual(typeof run, 'function', file);
+  }
 });

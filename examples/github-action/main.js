@@ -1,11 +1,12 @@
-// Opens the window and waits until protection is in effect.
+// Opens the window and waits until protection is in effect. The runner runs this file; test
+// tools such as @github/local-action require it and call `run`.
 'use strict';
 const {
-  input, appendTo, call, durationMs, guardFailure, maskToken, newNonce, idempotencyKey,
+  input, stepIO, call, durationMs, guardFailure, newNonce, idempotencyKey,
 } = require('./lib');
 
-async function main() {
-  maskToken();
+async function open(io) {
+  io.mask(input('token'));
   const retryFor = durationMs(input('retry-for') || '2m');
   const server = input('server', true).replace(/\/$/, '');
   const token = input('token', true);
@@ -37,26 +38,35 @@ async function main() {
     // A window that was opened but not Ready in time is still closed by post.
     const opened = err.problem.window && err.problem.window.name;
     if (opened) {
-      appendTo('GITHUB_STATE', 'window', opened);
-      appendTo('GITHUB_STATE', 'namespace', namespace);
+      io.saveState('window', opened);
+      io.saveState('namespace', namespace);
     }
     console.log(`::warning title=disruption-guard: running unprotected::fail-open: ${err.message}. `
       + 'The job goes on WITHOUT PROTECTION: node autoscalers may disrupt the pods under test.');
-    appendTo('GITHUB_OUTPUT', 'protected', 'false');
+    io.output('protected', 'false');
     return;
   }
   const name = window.name;
-  appendTo('GITHUB_STATE', 'window', name);
-  appendTo('GITHUB_STATE', 'namespace', namespace);
+  io.saveState('window', name);
+  io.saveState('namespace', namespace);
   // What is protected now, for post's summary: the close answers once protection is released.
   const { workloads, pods, nodes } = window.protected || {};
-  appendTo('GITHUB_STATE', 'protection', JSON.stringify({ workloads, pods, nodes }));
-  appendTo('GITHUB_OUTPUT', 'window', name);
-  appendTo('GITHUB_OUTPUT', 'protected', 'true');
+  io.saveState('protection', JSON.stringify({ workloads, pods, nodes }));
+  io.output('window', name);
+  io.output('protected', 'true');
   console.log(`disruption-guard: window ${namespace}/${name} is open and protection is in effect`);
 }
 
-main().catch((err) => {
-  console.log(`::error::disruption-guard: ${err.message}`);
-  process.exitCode = 1;
-});
+// The step: a failure is an error annotation and a failed step (exit code 1).
+async function run() {
+  try {
+    await open(stepIO());
+  } catch (err) {
+    console.log(`::error::disruption-guard: ${err.message}`);
+    process.exitCode = 1;
+  }
+}
+
+module.exports = { run };
+
+if (require.main === module) run();

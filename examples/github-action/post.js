@@ -1,37 +1,36 @@
 // Closes the window (runs even when the job failed or was cancelled), prints the report and
-// writes it to the step summary.
+// writes it to the step summary. The runner runs this file; test tools such as
+// @github/local-action require it and call `run`.
 'use strict';
-const fs = require('fs');
 const {
-  input, call, durationMs, maskToken, mdCell, summaryMarkdown,
+  input, stepIO, call, durationMs, mdCell, summaryMarkdown,
 } = require('./lib');
 
 // Appends to the step summary, when the runner gives one; a summary that cannot be written is a
 // warning, never a failed close.
-function summary(markdown) {
-  const file = process.env.GITHUB_STEP_SUMMARY;
-  if (!file) return;
+async function summary(io, markdown) {
   try {
-    fs.appendFileSync(file, markdown);
+    await io.summary(markdown);
   } catch (err) {
     console.log(`::warning::disruption-guard: could not write the step summary (${err.message})`);
   }
 }
 
 // What main saw protected once the window was Ready; null when it went on without it.
-function protectionAtOpen() {
+function protectionAtOpen(io) {
   try {
-    return process.env.STATE_protection ? JSON.parse(process.env.STATE_protection) : null;
+    const saved = io.state('protection');
+    return saved ? JSON.parse(saved) : null;
   } catch {
     return null;
   }
 }
 
-async function post() {
-  maskToken();
+async function close(io) {
+  io.mask(input('token'));
   // The window main opened, by its name: each leg of a matrix job has its own state.
-  const name = process.env.STATE_window;
-  const namespace = process.env.STATE_namespace;
+  const name = io.state('window');
+  const namespace = io.state('namespace');
   if (!name) {
     console.log('disruption-guard: no window was opened, nothing to close');
     return;
@@ -43,7 +42,7 @@ async function post() {
     closed = await call('DELETE', url, input('token', true), undefined,
       durationMs(input('retry-for') || '2m'));
   } catch (err) {
-    summary(`### disruption-guard: window ${mdCell(`${namespace}/${name}`)} was not closed\n\n`
+    await summary(io, `### disruption-guard: window ${mdCell(`${namespace}/${name}`)} was not closed\n\n`
       + `${mdCell(err.message)}. Its ttl ends it.\n`);
     throw err;
   }
@@ -53,10 +52,19 @@ async function post() {
   if ((report.podsDisrupted || 0) > 0) {
     console.log(`::warning::disruption-guard: ${report.podsDisrupted} protected pod(s) were disrupted during the window`);
   }
-  summary(summaryMarkdown(closed, protectionAtOpen()));
+  await summary(io, summaryMarkdown(closed, protectionAtOpen(io)));
 }
 
-post().catch((err) => {
-  // The window's TTL is the backstop: warn, do not fail the job's clean-up.
-  console.log(`::warning::disruption-guard: closing the window failed (${err.message}); its TTL will end it`);
-});
+// The step: a failed close is a warning, never a failed clean-up; the window's TTL is the
+// backstop.
+async function run() {
+  try {
+    await close(stepIO());
+  } catch (err) {
+    console.log(`::warning::disruption-guard: closing the window failed (${err.message}); its TTL will end it`);
+  }
+}
+
+module.exports = { run };
+
+if (require.main === module) run();
