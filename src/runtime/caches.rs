@@ -20,37 +20,25 @@
 
 use std::sync::Arc;
 
+use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
-use tracing::warn;
 
 use super::pod_scopes::{Pods, Scope};
+pub use super::reflect::{Cacheable, NodeTrigger, reflect, scoped};
+use super::reflect::{hand_on, list_in_small_pages};
 use crate::k8s::fields::keep_own_entries;
 use crate::k8s::signals::{self, Signal};
 use crate::k8s::trim;
 use crate::resources::PodDigest;
-
-/// What a change in the caches asks a node-keyed consumer (the drain watcher) to look at again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NodeTrigger {
-    /// A node was added or changed, or a pod on it.
-    Node(String),
-    /// A node was deleted (its uid).
-    NodeGone(String),
-    /// Something other than a node or pod changed (a ReplicaSet, Deployment, PDB or
-    /// namespace): look at every node of interest again.
-    All,
-}
 
 /// The shared stores.
 #[derive(Clone)]
@@ -206,34 +194,6 @@ impl Caches {
     }
 }
 
-/// An Api over `scope`: one namespace, or every namespace.
-pub fn scoped<K>(client: &Client, scope: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-{
-    match scope {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// What a reflector can hold: a statically typed, deserializable object shared across tasks.
-pub trait Cacheable:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
-{
-}
-
-impl<K> Cacheable for K where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
-
 /// A store of `api` (trimmed by `trim`) that is only read, driven by its own task.
 pub fn read_only<K: Cacheable>(
     name: &'static str,
@@ -243,35 +203,6 @@ pub fn read_only<K: Cacheable>(
     let (store, writer) = reflector::store();
     let task = reflect(name, api, watcher::Config::default(), trim, writer, |_| {});
     (store, task)
-}
-
-/// Starts a watch of `api` (with `config`) into the store `writer` feeds, each object trimmed
-/// by `trim`; every event, once the store took it, is shown to `on_event`. The one way the
-/// operator starts a reflector; the task runs until aborted.
-pub fn reflect<K>(
-    name: &'static str,
-    api: Api<K>,
-    config: watcher::Config,
-    trim: fn(&mut K),
-    writer: reflector::store::Writer<K>,
-    mut on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
-) -> JoinHandle<()>
-where
-    K: Cacheable,
-{
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(trim)
-        .reflect(writer);
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(event) => on_event(event),
-                Err(error) => warn!(watch = name, %error, "watch failed; retrying"),
-            }
-        }
-    })
 }
 
 /// A namespaced kind watched into a store: every change asks the drain watcher to look at
@@ -307,66 +238,6 @@ where
         },
     );
     (store, task)
-}
-
-/// Objects per page of the initial list (the default is 500). A page is parsed whole before its
-/// objects are stored: smaller pages lower the start-up peak, which stays resident as
-/// fragmentation, for a few more round trips (100 for 10,000 pods).
-const LIST_PAGE: u32 = 100;
-
-pub(super) fn list_in_small_pages() -> watcher::Config {
-    watcher::Config::default().page_size(LIST_PAGE)
-}
-
-/// What an event asks the drain watcher to look at, if anything.
-pub(super) type ToTrigger<K> = Box<dyn Fn(&watcher::Event<K>) -> Option<NodeTrigger> + Send>;
-
-/// What the pod and node watches do with each event (after the store took it): hand the
-/// changed object (the stored `Arc`, or the last state of a deleted one) to the window
-/// controller, when it is given, and its trigger to the drain watcher.
-pub(super) fn hand_on<K>(
-    store: Store<K>,
-    window: Option<UnboundedSender<Arc<K>>>,
-    drain: UnboundedSender<NodeTrigger>,
-    to_trigger: ToTrigger<K>,
-) -> impl FnMut(watcher::Event<K>) + Send + 'static
-where
-    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-{
-    // Until the first list is complete nothing is handed to the window controller: its
-    // reconciles wait for the caches anyway, and holding 10,000 listed pods in the channel
-    // would double the start-up peak.
-    let mut listed = false;
-    move |event| {
-        if let Some(trigger) = to_trigger(&event) {
-            // A closed receiver means its consumer stopped (shutdown): nothing to do.
-            let _ = drain.send(trigger);
-        }
-        let changed = match event {
-            watcher::Event::Apply(obj) => store
-                .get(&ObjectRef::from_obj(&obj))
-                .unwrap_or_else(|| Arc::new(obj)),
-            // A re-list (after the watch lost its place): the store still holds the previous
-            // state until it completes, so only what changed in between is handed on.
-            watcher::Event::InitApply(obj) if listed => {
-                let before = store.get(&ObjectRef::from_obj(&obj));
-                let version = |o: &K| o.meta().resource_version.clone();
-                if before.is_some_and(|b| version(&b) == version(&obj)) {
-                    return;
-                }
-                Arc::new(obj)
-            }
-            watcher::Event::Delete(obj) => Arc::new(obj),
-            watcher::Event::InitDone => {
-                listed = true;
-                return;
-            }
-            watcher::Event::InitApply(_) | watcher::Event::Init => return,
-        };
-        if let Some(window) = &window {
-            let _ = window.send(changed);
-        }
-    }
 }
 
 /// Keeps a pod scope for each node being disrupted, from the node watch's events.

@@ -24,6 +24,7 @@ pub mod memory;
 pub mod pod_scopes;
 pub mod readiness;
 pub mod reconciles;
+pub mod reflect;
 pub mod requests;
 pub mod rollout;
 pub mod shutdown;

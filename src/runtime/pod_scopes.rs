@@ -33,8 +33,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::NodeTrigger;
-use super::caches::{ToTrigger, hand_on, list_in_small_pages, reflect, scoped};
+use super::reflect::{NodeTrigger, ToTrigger, hand_on, list_in_small_pages, reflect, scoped};
 use crate::resources::PodDigest;
 
 /// Where a pod watch looks.
