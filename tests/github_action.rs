@@ -44,8 +44,8 @@ fn post_step(env: &[(&str, String)], state: &Path) -> std::process::Output {
     node_step("post.js", &post_env)
 }
 
-/// The phase of the window `name` in `ns`, as kubectl shows it.
-fn phase(ns: &str, name: &str) -> String {
+/// The window `name` in `ns` as kubectl shows it through `jsonpath`.
+fn window_field(ns: &str, name: &str, jsonpath: &str) -> String {
     let out = support::kubectl()
         .args([
             "get",
@@ -54,11 +54,25 @@ fn phase(ns: &str, name: &str) -> String {
             "-n",
             ns,
             "-o",
-            "jsonpath={.status.phase}",
+            &format!("jsonpath={jsonpath}"),
         ])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The phase of the window `name` in `ns`, as kubectl shows it.
+fn phase(ns: &str, name: &str) -> String {
+    window_field(ns, name, "{.status.phase}")
+}
+
+/// The phase and the Ready condition's status of the window, e.g. `Active True`.
+fn phase_and_ready(ns: &str, name: &str) -> String {
+    window_field(
+        ns,
+        name,
+        "{.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}",
+    )
 }
 
 #[tokio::test]
@@ -105,20 +119,8 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
             .find_map(|l| l.strip_prefix("window="))
             .expect("window= in GITHUB_OUTPUT")
             .to_string();
-        let tw = support::kubectl()
-            .args([
-                "get",
-                "tw",
-                &name,
-                "-n",
-                &ns,
-                "-o",
-                "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}",
-            ])
-            .output()
-            .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&tw.stdout),
+            phase_and_ready(&ns, &name),
             "Active True",
             "the window is open and Ready"
         );
@@ -360,20 +362,8 @@ async fn local_action_runs_main_and_post_against_the_operator() {
                 "output {output} = {value} in local-action's table: {outputs}"
             );
         }
-        let tw = support::kubectl()
-            .args([
-                "get",
-                "tw",
-                &name,
-                "-n",
-                &ns,
-                "-o",
-                "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}",
-            ])
-            .output()
-            .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&tw.stdout),
+            phase_and_ready(&ns, &name),
             "Active True",
             "the window local-action's main opened is open and Ready"
         );

@@ -141,9 +141,12 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
                 Scope::Namespace(ns) => ctx.stores.pods.in_namespace(ns),
                 Scope::Node(node) => ctx.stores.pods.on_node(node),
             };
+            // Only pods a window wrote to are copied.
+            let written = cached
+                .iter()
+                .filter(|p| !window_uids(&p.metadata).is_empty());
             keep(
-                cached
-                    .iter()
+                written
                     .map(|p| std::sync::Arc::new(metadata_of(p)))
                     .collect(),
             );
