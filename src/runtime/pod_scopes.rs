@@ -8,7 +8,10 @@
 //! - **Node scopes** follow the node cache: a node disrupted by one of `--drain-signals` gets a
 //!   watch of its pods (`fieldSelector=spec.nodeName=<node>`, which the API server's watch
 //!   cache serves from an index, as it does for every kubelet) until the disruption ends or the
-//!   node goes; their changes ask the drain watcher to look at the node again.
+//!   node goes; their changes ask the drain watcher to look at the node again. Their first
+//!   list is read from the watch cache ([`list_from_watch_cache`]): a consistent one would wait
+//!   tens of milliseconds for the cache to catch up with etcd, on the way from a node's
+//!   disruption to its rollout.
 //!
 //! A pod can be in both kinds of scope; readers get it once. Each scope is its own reflector
 //! store: a re-list of one scope replaces only that scope's pods.
@@ -33,7 +36,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::reflect::{NodeTrigger, ToTrigger, hand_on, list_in_small_pages, reflect, scoped};
+use super::reflect::{
+    NodeTrigger, ToTrigger, hand_on, list_from_watch_cache, list_in_small_pages, reflect, scoped,
+};
 use crate::resources::PodDigest;
 
 /// Where a pod watch looks.
@@ -251,7 +256,7 @@ impl Pods {
                 let node = node.clone();
                 (
                     scoped::<PodDigest>(&inner.client, inner.limit.as_deref()),
-                    list_in_small_pages().fields(&format!("spec.nodeName={node}")),
+                    list_from_watch_cache().fields(&format!("spec.nodeName={node}")),
                     None,
                     Box::new(move |event: &watcher::Event<PodDigest>| match event {
                         watcher::Event::Apply(_)
@@ -263,6 +268,7 @@ impl Pods {
             }
         };
         let mut on_event = hand_on(store.clone(), window, inner.drain.clone(), to_trigger);
+
         let task = reflect(
             "pods",
             api,
