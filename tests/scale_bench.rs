@@ -17,7 +17,13 @@
 //!   timed until the disruption controller reports `disruptionsAllowed: 0` for its current
 //!   generation (as many samples as windows, p50/p99);
 //! - signal → rollout of a lone Deployment whose node gets Karpenter's disrupted taint, beside
-//!   a bare watch of the same node (the floor) (p50/p99).
+//!   a bare watch of the same node (the floor) (p50/p99);
+//! - an allowed eviction (a dry run of a pod outside every window and disruption, as most are)
+//!   with the operator's eviction webhook, beside the same eviction without it (its namespace
+//!   opted out), `SCALE_EVICTIONS` (default 100) of each (p50/p99).
+//!
+//! The operator runs cluster-wide with the eviction webhook, as the chart installs it, as the
+//! chart's ServiceAccount.
 //!
 //! Background pods are bare pods bound to the nodes by `spec.nodeName` (no scheduler work), dealt
 //! round-robin over `SCALE_NAMESPACES` namespaces (default: one per 10 nodes of the largest
@@ -40,15 +46,18 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use disruption_guard::resources::names::INTERCEPT_EVICTIONS;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::{Api, Client};
 use serde_json::json;
-use support::drain::{deploy_lone, lone, signal_to_rollout};
+use support::drain::{deploy_lone, lone, metric, signal_to_rollout};
 use support::fixtures::{deployment, kwok_node};
 use support::operator::Operator;
 use support::stats::percentile;
@@ -307,6 +316,7 @@ async fn windows_round(
 ) -> (Vec<f64>, Vec<f64>) {
     let http = reqwest::Client::new();
     let mut open = Vec::new();
+    let mut slowest = Vec::new();
     for i in 0..windows {
         let ns = window_ns(window_namespaces, i);
         let started = Instant::now();
@@ -317,8 +327,28 @@ async fn windows_round(
             .await
             .unwrap();
         assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
-        open.push(started.elapsed().as_secs_f64() * 1000.0);
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        open.push(ms);
+        slowest.push((ms, i));
     }
+    slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let first_in_namespace = |i: usize| i < window_namespaces.len();
+    eprintln!(
+        "[{step} nodes] slowest opens (ms): {}",
+        slowest
+            .iter()
+            .take(5)
+            .map(|(ms, i)| format!(
+                "w{i} {ms:.0}{}",
+                if first_in_namespace(*i) {
+                    " (its namespace's first)"
+                } else {
+                    ""
+                }
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let mut close = Vec::new();
     for i in 0..windows {
         let ns = window_ns(window_namespaces, i);
@@ -404,6 +434,87 @@ async fn bare_pdb_round(
     floor
 }
 
+/// The operator's count of eviction reviews it answered.
+async fn reviews(op: &Operator) -> f64 {
+    metric(
+        &op.metrics().await,
+        "disruption_guard_intercept_reviews_total",
+    )
+}
+
+/// Marks `namespace` as opted out of the eviction webhook (`opt_out`), or not, and waits until
+/// the API server acts on it: a dry-run eviction of `pod` reaches the webhook exactly when the
+/// namespace is not opted out.
+async fn opt_out(client: &Client, op: &Operator, namespace: &str, pod: &str, opt_out: bool) {
+    let value = if opt_out { json!("false") } else { json!(null) };
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            namespace,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {INTERCEPT_EVICTIONS: value}}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    wait::until(
+        "the API server to see the namespace's opt-out label",
+        Duration::from_secs(60),
+        || async {
+            let before = reviews(op).await;
+            pods.evict(pod, &DRY_RUN).await.unwrap();
+            (reviews(op).await > before) != opt_out
+        },
+    )
+    .await;
+}
+
+const DRY_RUN: EvictParams = EvictParams {
+    delete_options: None,
+    post_options: PostParams {
+        dry_run: true,
+        field_manager: None,
+    },
+};
+
+/// The eviction webhook's floor: `count` dry-run evictions of the background pod `bg-0` (a
+/// bare pod in a namespace without windows, on a node no one disrupts, as most of a cluster's
+/// evictions are) answered without the webhook — its namespace opted out
+/// (`disruption-guard.io/intercept-evictions: "false"`) — then as many with it (ms). The
+/// webhook's review count proves which round it saw.
+async fn evictions_round(
+    client: &Client,
+    op: &Operator,
+    namespace: &str,
+    count: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = "bg-0";
+    let time = || async {
+        let mut ms = Vec::with_capacity(count);
+        for _ in 0..count {
+            let started = Instant::now();
+            pods.evict(pod, &DRY_RUN)
+                .await
+                .expect("an allowed eviction");
+            ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        ms
+    };
+    opt_out(client, op, namespace, pod, true).await;
+    let before = reviews(op).await;
+    let without = time().await;
+    assert_eq!(reviews(op).await, before, "no eviction reached the webhook");
+    opt_out(client, op, namespace, pod, false).await;
+    let before = reviews(op).await;
+    let with = time().await;
+    assert_eq!(
+        (reviews(op).await - before) as usize,
+        count,
+        "every eviction reached the webhook"
+    );
+    (without, with)
+}
+
 /// The baseline build's figures at one step: RSS running, ready after a restart (s), RSS
 /// restarted and its peak.
 struct Baseline {
@@ -461,6 +572,8 @@ struct Row {
     close: (f64, f64),
     floor: (f64, f64),
     rollout: (f64, f64),
+    evict_floor: (f64, f64),
+    evict: (f64, f64),
 }
 
 #[tokio::test]
@@ -477,6 +590,7 @@ async fn memory_and_latencies_by_cluster_size() {
     );
     let windows: usize = env_or("SCALE_WINDOWS", 100);
     let drains: usize = env_or("SCALE_DRAINS", 20);
+    let evictions: usize = env_or("SCALE_EVICTIONS", 100);
     let largest = *steps.last().expect("SCALE_STEPS: at least one node count");
     let bg_namespaces: usize = env_or("SCALE_NAMESPACES", (largest / 10).max(1));
     let window_namespaces: usize = env_or("SCALE_WINDOW_NAMESPACES", 10.min(windows).max(1));
@@ -488,8 +602,8 @@ async fn memory_and_latencies_by_cluster_size() {
         let app = deploy_lone(&client, &ns, lone(&ns, "bench"), &drain_nodes[0]).await;
         create_ready_node(&client, &ns, &drain_nodes[1]).await;
 
-        // Cluster-wide, as the chart runs it.
-        let mut op = Operator::start_with(&ns, vec!["--insecure-no-auth".into()]).await;
+        // Cluster-wide, with the eviction webhook, as the chart runs it.
+        let mut op = Operator::intercepting_in(&ns, None, &[]).await;
         let mut other = match std::env::var("SCALE_BASELINE") {
             Ok(program) if !program.is_empty() => {
                 Some(start_baseline(&client, &ns, &program).await)
@@ -607,6 +721,9 @@ async fn memory_and_latencies_by_cluster_size() {
             progress(nodes, &format!("{drains} drains (signal → rollout)"), t0, run);
             let (mut floor, mut rollout) =
                 signal_to_rollout(&client, &ns, &drain_nodes, &app, drains).await;
+            progress(nodes, &format!("{evictions} evictions without and with the webhook"), t0, run);
+            let (mut evict_floor, mut evict) =
+                evictions_round(&client, &op, &bg_namespaces[0], evictions).await;
             assert_nodes_kept_up(&client).await;
             let row = Row {
                 nodes: nodes + 2,
@@ -623,6 +740,8 @@ async fn memory_and_latencies_by_cluster_size() {
                 close: p50_p99(&mut close),
                 floor: p50_p99(&mut floor),
                 rollout: p50_p99(&mut rollout),
+                evict_floor: p50_p99(&mut evict_floor),
+                evict: p50_p99(&mut evict),
             };
             progress(
                 nodes,
@@ -674,6 +793,19 @@ async fn memory_and_latencies_by_cluster_size() {
                 r.floor.1,
                 r.rollout.0,
                 r.rollout.1,
+            );
+        }
+        println!();
+        println!(
+            "an allowed eviction (dry run, a pod outside every window and disruption), ms, \
+             {evictions} of each, same run and pod"
+        );
+        println!("| nodes | pods | without the webhook p50 / p99 | with it p50 / p99 |");
+        println!("|---:|---:|---:|---:|");
+        for r in &rows {
+            println!(
+                "| {} | {} | {:.1} / {:.1} | {:.1} / {:.1} |",
+                r.nodes, r.pods, r.evict_floor.0, r.evict_floor.1, r.evict.0, r.evict.1
             );
         }
         println!();

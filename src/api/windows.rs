@@ -20,7 +20,7 @@ use super::problem::ApiError;
 use super::selector;
 use super::ttl::TtlLimits;
 use super::types::{OpenRequest, RenewRequest, SelectorObject, WindowList, WindowView};
-use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE};
+use crate::resources::names::{FINALIZER, MANAGED_BY_KEY, MANAGED_BY_VALUE};
 use crate::resources::{Protect, TestWindow, TestWindowSpec};
 
 /// Annotation holding the idempotency key a window was opened with.
@@ -101,6 +101,9 @@ pub fn build_window(
             namespace: Some(ns.to_string()),
             labels: Some(labels),
             annotations,
+            // Created with the controller's finalizer, its first reconcile protects at once
+            // instead of first adding it (one write and one watch round trip fewer to Ready).
+            finalizers: Some(vec![FINALIZER.to_string()]),
             ..Default::default()
         },
         spec: TestWindowSpec {
@@ -472,6 +475,7 @@ mod tests {
         );
         assert_eq!(tw.spec.ttl, Duration::from_secs(1800));
         assert_eq!(tw.spec.selector.match_labels.unwrap()["app"], "web");
+        assert_eq!(tw.metadata.finalizers.unwrap(), [FINALIZER]);
     }
 
     fn with_status(

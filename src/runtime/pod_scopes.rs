@@ -8,10 +8,12 @@
 //! - **Node scopes** follow the node cache: a node disrupted by one of `--drain-signals` gets a
 //!   watch of its pods (`fieldSelector=spec.nodeName=<node>`, which the API server's watch
 //!   cache serves from an index, as it does for every kubelet) until the disruption ends or the
-//!   node goes; their changes ask the drain watcher to look at the node again. Their first
-//!   list is read from the watch cache ([`list_from_watch_cache`]): a consistent one would wait
-//!   tens of milliseconds for the cache to catch up with etcd, on the way from a node's
-//!   disruption to its rollout.
+//!   node goes; their changes ask the drain watcher to look at the node again.
+//!
+//! A scope's first list is read from the API server's watch cache
+//! ([`list_from_watch_cache`]): a consistent one would wait tens of milliseconds for the cache
+//! to catch up with etcd, on the way from a node's disruption to its rollout and from a
+//! namespace's first window to its protection.
 //!
 //! A pod can be in both kinds of scope; readers get it once. Each scope is its own reflector
 //! store: a re-list of one scope replaces only that scope's pods.
@@ -36,9 +38,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::reflect::{
-    NodeTrigger, ToTrigger, hand_on, list_from_watch_cache, list_in_small_pages, reflect, scoped,
-};
+use super::reflect::{NodeTrigger, ToTrigger, hand_on, list_from_watch_cache, reflect, scoped};
 use crate::resources::PodDigest;
 
 /// Where a pod watch looks.
@@ -248,7 +248,7 @@ impl Pods {
         let (api, config, window, to_trigger): (_, _, _, ToTrigger<PodDigest>) = match scope {
             Scope::Namespace(ns) => (
                 Api::<PodDigest>::namespaced(inner.client.clone(), ns),
-                list_in_small_pages(),
+                list_from_watch_cache(),
                 Some(inner.window.clone()),
                 Box::new(|_: &watcher::Event<PodDigest>| None),
             ),

@@ -95,16 +95,17 @@ pub fn list_in_small_pages() -> watcher::Config {
 }
 
 /// A watch whose first list is answered from the API server's watch cache
-/// (`resourceVersion=0`, as client-go's informers list), in one page, for a scope that is
-/// small by construction (one node's pods: at most the kubelet's `maxPods`).
+/// (`resourceVersion=0`, as client-go's informers list), in one page, for the pod scopes that
+/// something waits for: a node's pods (at most the kubelet's `maxPods`) on the way from its
+/// disruption to a rollout, a namespace's pods before its first window is protected.
 ///
 /// The default, a consistent list, waits until the watch cache has caught up with etcd's
 /// latest revision, which any write anywhere in the cluster moves on: measured here at 55–95 ms
-/// per list against 1–3 ms from the cache, on the path from a node's disruption to its rollout
-/// (docs/benchmarks.md). The cache may be a moment behind; the watch that follows starts from
-/// the version the list returned, so the store catches up with every change after it. One
-/// page, because the API server answers `resourceVersion=0` from the cache whole and kube does
-/// not send it with a limit.
+/// per list against 1–3 ms from the cache (docs/benchmarks.md). The cache may be a moment
+/// behind; the watch that follows starts from the version the list returned, so the store
+/// catches up with every change after it. One page, because the API server answers
+/// `resourceVersion=0` from the cache whole and kube does not send it with a limit: a
+/// namespace's pods are parsed in one response.
 pub fn list_from_watch_cache() -> watcher::Config {
     watcher::Config {
         page_size: None,

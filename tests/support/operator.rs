@@ -106,15 +106,24 @@ impl Operator {
     /// the chart's ServiceAccount, plus `extra` flags, and waits until its webhook is
     /// registered.
     pub async fn intercepting(ns: &str, extra: &[&str]) -> Operator {
+        Self::intercepting_in(ns, Some(ns), extra).await
+    }
+
+    /// As [`Operator::intercepting`], its release in `ns`, watching `namespaces` (one, or every
+    /// namespace when `None`, as the chart runs it).
+    pub async fn intercepting_in(ns: &str, namespaces: Option<&str>, extra: &[&str]) -> Operator {
         let identity = super::chart_identity::ChartIdentity::install(ns);
         let name = identity.fullname.clone();
-        let mut args = vec![
-            format!("--namespaces={ns}"),
+        let mut args: Vec<String> = namespaces
+            .map(|only| format!("--namespaces={only}"))
+            .into_iter()
+            .collect();
+        args.extend([
             "--insecure-no-auth".to_string(),
             "--intercept=true".to_string(),
             format!("--intercept-namespace={ns}"),
             format!("--intercept-webhook={name}"),
-        ];
+        ]);
         if !extra.iter().any(|a| a.starts_with("--intercept-secret=")) {
             args.push(format!("--intercept-secret={name}-webhook-tls"));
         }
