@@ -85,7 +85,7 @@ impl Actor {
     }
 
     /// Events on the Deployment and the node after a rollout.
-    pub async fn report_rollout(&self, plan: &RolloutPlan, raised: &Raised) {
+    pub fn report_rollout(&self, plan: &RolloutPlan, raised: &Raised) {
         let why = format!(
             "node {} is being disrupted ({}) and PodDisruptionBudget {} allows no disruption \
              of pod {}",
@@ -96,12 +96,12 @@ impl Actor {
             action: ACTION,
             why,
         };
-        self.rollouts.report(&plan.target(), &cause).await;
+        self.rollouts.report(&plan.target(), &cause);
     }
 
     /// The Event for a skip: a Warning when the drain stays blocked by something a person
     /// should look at.
-    pub async fn report_skip(&self, subject: &ObjectReference, reason: SkipReason, node: &str) {
+    pub fn report_skip(&self, subject: &ObjectReference, reason: SkipReason, node: &str) {
         let type_ = if reason.warns() {
             EventType::Warning
         } else {
@@ -120,6 +120,6 @@ impl Actor {
             note,
             secondary: None,
         };
-        self.rollouts.events().publish(subject, note).await;
+        self.rollouts.events().publish(subject, note);
     }
 }

@@ -149,9 +149,7 @@ impl Watcher {
                             reason = reason.as_str(), "not rolling out"
                         );
                         self.metrics.skip(reason.as_str());
-                        self.actor
-                            .report_skip(&subject, reason, &node_ref.name)
-                            .await;
+                        self.actor.report_skip(&subject, reason, &node_ref.name);
                     }
                 }
                 Decision::RollOut(plan) => failed |= !self.act(&plan, &raised, since).await,
@@ -188,7 +186,7 @@ impl Watcher {
                     pdb = %done.pdb, node = %done.node.name, signal = %raised.signal,
                     latency_seconds = latency, "rolled out for a node being disrupted"
                 );
-                self.actor.report_rollout(&done, raised).await;
+                self.actor.report_rollout(&done, raised);
             }
             Ok(Some(Decision::AlreadyRolledOut)) => {
                 self.ledger

@@ -46,13 +46,11 @@ impl Actions for Arc<Actor> {
     }
 
     fn report_timeout(&self, hold: &Hold, since: Timestamp) {
-        let (actor, hold) = (self.clone(), hold.clone());
-        tokio::spawn(async move { actor.warn_timeout(&hold, since).await });
+        self.warn_timeout(hold, since);
     }
 
     fn report_skip(&self, pod: &ObjectReference, reason: SkipReason) {
-        let (actor, pod) = (self.clone(), pod.clone());
-        tokio::spawn(async move { actor.publish_skip(&pod, reason).await });
+        self.publish_skip(pod, reason);
     }
 }
 
@@ -163,7 +161,7 @@ impl Actor {
             action: ACTION,
             why,
         };
-        self.rollouts.report(t, &cause).await;
+        self.rollouts.report(t, &cause);
         let note = Note {
             type_: EventType::Normal,
             reason: "EvictionHeld",
@@ -175,15 +173,12 @@ impl Actor {
             ),
             secondary: Some(t.deployment_reference()),
         };
-        self.rollouts
-            .events()
-            .publish(&pod_reference(hold), note)
-            .await;
+        self.rollouts.events().publish(&pod_reference(hold), note);
     }
 
     /// The Event for an eviction let through at once because a rollout cannot save the pod: a
     /// Warning when a person should look at it, as the drain watcher's skips.
-    async fn publish_skip(&self, pod: &ObjectReference, reason: SkipReason) {
+    fn publish_skip(&self, pod: &ObjectReference, reason: SkipReason) {
         let type_ = if reason.warns() {
             EventType::Warning
         } else {
@@ -201,11 +196,11 @@ impl Actor {
             ),
             secondary: None,
         };
-        self.rollouts.events().publish(pod, note).await;
+        self.rollouts.events().publish(pod, note);
     }
 
     /// Warning Events on the pod and the Deployment: the eviction was let through.
-    async fn warn_timeout(&self, hold: &Hold, since: Timestamp) {
+    fn warn_timeout(&self, hold: &Hold, since: Timestamp) {
         let t = &hold.target;
         let sentence = format!(
             "Eviction of pod {} allowed after {}s held back (since {since}): the rollout of \
@@ -227,7 +222,7 @@ impl Actor {
                 note: sentence.clone(),
                 secondary: Some(secondary),
             };
-            self.rollouts.events().publish(&regarding, note).await;
+            self.rollouts.events().publish(&regarding, note);
         }
     }
 }

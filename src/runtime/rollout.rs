@@ -281,7 +281,7 @@ impl Rollouts {
     }
 
     /// Events on the Deployment and the node after a rollout for `cause`.
-    pub async fn report(&self, target: &Target, cause: &Cause) {
+    pub fn report(&self, target: &Target, cause: &Cause) {
         let deployment = target.deployment_reference();
         let node = target.node.reference();
         let why = &cause.why;
@@ -292,7 +292,7 @@ impl Rollouts {
             note: format!("Rolled out so a new pod starts on another node first: {why}"),
             secondary: Some(node.clone()),
         };
-        self.events.publish(&deployment, on_deployment).await;
+        self.events.publish(&deployment, on_deployment);
         let on_node = Note {
             type_: EventType::Normal,
             reason: "RolledOutDeployment",
@@ -303,7 +303,7 @@ impl Rollouts {
             ),
             secondary: Some(deployment),
         };
-        self.events.publish(&node, on_node).await;
+        self.events.publish(&node, on_node);
     }
 }
 

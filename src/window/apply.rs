@@ -59,8 +59,27 @@ fn what(write: &Write) -> String {
 }
 
 impl Writer {
-    /// Makes one write for `window`, with `manager` (normally the window's field manager).
+    /// Makes one write for `window`, with `manager` (normally the window's field manager);
+    /// each is timed in the debug log.
     pub async fn write(
+        &self,
+        window: &WindowFacts,
+        manager: &str,
+        write: &Write,
+    ) -> Result<(), Error> {
+        let started = std::time::Instant::now();
+        let result = self.write_once(window, manager, write).await;
+        debug!(
+            window = %window.name,
+            write = %what(write),
+            ok = result.is_ok(),
+            ms = started.elapsed().as_millis() as u64,
+            "wrote"
+        );
+        result
+    }
+
+    async fn write_once(
         &self,
         window: &WindowFacts,
         manager: &str,

@@ -1,5 +1,5 @@
 //! What every reconcile shares: the caches (reflector stores) the plan is computed from, the
-//! writer, the Event recorder and the operator's [`State`].
+//! writer, the Events publisher and the operator's [`State`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,16 +9,16 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DynamicObject, ListParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
-use tracing::debug;
 
 use super::apply::Writer;
 use super::plan::World;
 use super::{WindowArgs, WindowMetrics};
 use crate::k8s::signals::Signal;
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
+use crate::runtime::events::{Events, Note};
 use crate::runtime::{Pods, Runtime, Scope};
 
 /// Reflector stores of everything the planner reads.
@@ -46,7 +46,7 @@ pub struct Context {
     pub signals: Vec<Signal>,
     pub stores: WindowStores,
     pub writer: Writer,
-    pub recorder: Recorder,
+    pub events: Events,
     pub synced: AtomicBool,
     /// The status last written per window UID, until the cache shows it: a reconcile that
     /// runs before the watch delivers our own write must not see the older status (it would
@@ -176,17 +176,21 @@ impl Context {
         )
     }
 
-    /// Publishes an Event on the window; failures to publish are logged, never fatal.
-    pub async fn publish(&self, window: &TestWindow, type_: EventType, reason: &str, note: String) {
-        let event = Event {
+    /// Publishes an Event on the window (queued: the reconcile does not wait for it).
+    pub fn publish(
+        &self,
+        window: &TestWindow,
+        type_: EventType,
+        reason: &'static str,
+        note: String,
+    ) {
+        let note = Note {
             type_,
-            reason: reason.to_string(),
-            note: Some(note.chars().take(1000).collect()),
-            action: "Reconcile".to_string(),
+            reason,
+            action: "Reconcile",
+            note: note.chars().take(1000).collect(),
             secondary: None,
         };
-        if let Err(err) = self.recorder.publish(&event, &window.object_ref(&())).await {
-            debug!(error = %err, reason, "could not publish an Event");
-        }
+        self.events.publish(&window.object_ref(&()), note);
     }
 }

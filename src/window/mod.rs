@@ -42,7 +42,6 @@ use futures::{FutureExt, StreamExt, future};
 use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
@@ -51,6 +50,7 @@ use crate::k8s::signals::Signal;
 use crate::k8s::trim;
 use crate::resources::TestWindow;
 use crate::runtime::caches::{Caches, ChangeFeed};
+use crate::runtime::events::Events;
 use crate::runtime::{Pods, Runtime, Scope};
 use context::{Context, WindowStores};
 
@@ -155,7 +155,7 @@ pub async fn run(
             client: client.clone(),
             node_claims: claim_resource,
         },
-        recorder: Recorder::new(client.clone(), runtime.reporter()),
+        events: Events::new(&runtime),
         synced: AtomicBool::new(false),
         written: Default::default(),
     });

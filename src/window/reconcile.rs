@@ -61,8 +61,7 @@ pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Act
             EventType::Warning,
             "ReconcileFailed",
             err.to_string(),
-        )
-        .await;
+        );
     }
     result
 }
@@ -129,7 +128,7 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
         );
         write_status(ctx, window, &status).await?;
         ctx.remember_status(window, &status);
-        events(window, ctx, &previous, &status, &timing, &plan, now).await;
+        events(window, ctx, &previous, &status, &timing, &plan, now);
         Some(status)
     } else {
         None
@@ -153,7 +152,7 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
         ctx.remember_status(window, &status);
     }
     if recorded_end.is_none() {
-        events(window, ctx, &previous, &status, &timing, &plan, now).await;
+        events(window, ctx, &previous, &status, &timing, &plan, now);
     }
     if let Some(err) = failure {
         return Err(err);
@@ -235,7 +234,7 @@ fn requeue(
     }
 }
 
-async fn events(
+fn events(
     window: &TestWindow,
     ctx: &Context,
     previous: &TestWindowStatus,
@@ -249,7 +248,7 @@ async fn events(
     if was == Phase::Pending && status.phase == Phase::Active {
         info!(window = %name, expires_at = %timing.expires_at, "window opened");
         let note = format!("open until {}", timing.expires_at);
-        ctx.publish(window, EventType::Normal, "Opened", note).await;
+        ctx.publish(window, EventType::Normal, "Opened", note);
     }
     if !previous.is_ready() && status.is_ready() {
         let latency = now.duration_since(timing.opened_at).as_secs_f64();
@@ -258,20 +257,18 @@ async fn events(
         }
         info!(window = %name, pods = plan.pods, nodes = plan.nodes, latency, "window ready");
         let note = status.conditions[0].message.clone();
-        ctx.publish(window, EventType::Normal, "Ready", note).await;
+        ctx.publish(window, EventType::Normal, "Ready", note);
         if !plan.foreign_values.is_empty() {
             let note = format!(
                 "left values set by others: {}",
                 plan.foreign_values.join(", ")
             );
-            ctx.publish(window, EventType::Warning, "ValueKept", note)
-                .await;
+            ctx.publish(window, EventType::Warning, "ValueKept", note);
         }
     }
     if timing.renewed {
         let note = format!("open until {}", timing.expires_at);
-        ctx.publish(window, EventType::Normal, "Renewed", note)
-            .await;
+        ctx.publish(window, EventType::Normal, "Renewed", note);
     }
     if !was.is_final() && status.phase.is_final() {
         // The same transition as the Event, decided from the stored status: once per window,
@@ -289,6 +286,6 @@ async fn events(
             r.rollouts,
             r.nodes_disrupted.len()
         );
-        ctx.publish(window, EventType::Normal, reason, note).await;
+        ctx.publish(window, EventType::Normal, reason, note);
     }
 }
