@@ -11,10 +11,10 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{EvictParams, PostParams};
-use support::drain::{lone, metric};
+use kube::api::PostParams;
+use support::drain::lone;
 use support::fixtures::DeploymentBuilder;
-use support::intercept::until_in_effect;
+use support::intercept::{DRY_RUN, reviews, until_in_effect};
 use support::operator::Operator;
 use support::pods::ready_pod;
 use support::stats::percentile;
@@ -24,17 +24,12 @@ const EVICTIONS: usize = 200;
 
 /// Times `EVICTIONS` dry-run evictions of `pod` (ms, sorted); every one must be allowed.
 async fn time_evictions(pods: &Api<Pod>, pod: &str) -> Vec<f64> {
-    let params = EvictParams {
-        post_options: PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        },
-        ..EvictParams::default()
-    };
     let mut ms = Vec::with_capacity(EVICTIONS);
     for _ in 0..EVICTIONS {
         let started = Instant::now();
-        pods.evict(pod, &params).await.expect("an allowed eviction");
+        pods.evict(pod, &DRY_RUN)
+            .await
+            .expect("an allowed eviction");
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     ms.sort_by(f64::total_cmp);
@@ -59,15 +54,9 @@ async fn the_latency_the_webhook_adds_to_an_allowed_eviction() {
         let without = time_evictions(&pods, &name).await;
         let op = Operator::intercepting(&ns, &[]).await;
         until_in_effect(&client, &op, &ns, &name).await;
-        let reviews_before = metric(
-            &op.metrics().await,
-            "disruption_guard_intercept_reviews_total",
-        );
+        let reviews_before = reviews(&op).await;
         let with = time_evictions(&pods, &name).await;
-        let reviews = metric(
-            &op.metrics().await,
-            "disruption_guard_intercept_reviews_total",
-        ) - reviews_before;
+        let reviews = reviews(&op).await - reviews_before;
 
         println!("{EVICTIONS} allowed evictions (dry run), same pod, same run (ms):");
         println!("                      p50      p99");

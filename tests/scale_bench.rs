@@ -53,12 +53,13 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
-    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::{Api, Client};
 use serde_json::json;
-use support::drain::{deploy_lone, lone, metric, signal_to_rollout};
+use support::drain::{deploy_lone, lone, signal_to_rollout};
 use support::fixtures::{deployment, kwok_node};
+use support::intercept::{DRY_RUN, reviews};
 use support::operator::Operator;
 use support::stats::percentile;
 use support::{create_ready_node, wait, with_namespace};
@@ -434,14 +435,6 @@ async fn bare_pdb_round(
     floor
 }
 
-/// The operator's count of eviction reviews it answered.
-async fn reviews(op: &Operator) -> f64 {
-    metric(
-        &op.metrics().await,
-        "disruption_guard_intercept_reviews_total",
-    )
-}
-
 /// Marks `namespace` as opted out of the eviction webhook (`opt_out`), or not, and waits until
 /// the API server acts on it: a dry-run eviction of `pod` reaches the webhook exactly when the
 /// namespace is not opted out.
@@ -467,14 +460,6 @@ async fn opt_out(client: &Client, op: &Operator, namespace: &str, pod: &str, opt
     )
     .await;
 }
-
-const DRY_RUN: EvictParams = EvictParams {
-    delete_options: None,
-    post_options: PostParams {
-        dry_run: true,
-        field_manager: None,
-    },
-};
 
 /// The eviction webhook's floor: `count` dry-run evictions of the background pod `bg-0` (a
 /// bare pod in a namespace without windows, on a node no one disrupts, as most of a cluster's

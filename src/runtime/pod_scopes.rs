@@ -268,7 +268,6 @@ impl Pods {
             }
         };
         let mut on_event = hand_on(store.clone(), window, inner.drain.clone(), to_trigger);
-
         let task = reflect(
             "pods",
             api,

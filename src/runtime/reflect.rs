@@ -170,7 +170,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_small_scope_is_listed_from_the_watch_cache_in_one_page() {
+    fn pod_scopes_list_from_the_watch_cache_in_one_page_the_other_caches_consistently_in_pages() {
         let config = list_from_watch_cache();
         assert_eq!(config.list_semantic, watcher::ListSemantic::Any);
         assert_eq!(config.page_size, None);

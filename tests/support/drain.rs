@@ -364,31 +364,24 @@ pub async fn signal_to_rollout(
         // means the simulated kubelets (kwok) fell behind, not the operator.
         let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
         let mine = ListParams::default().labels(&format!("app={app}"));
-        let deadline = Instant::now() + LIMIT;
-        loop {
+        wait::until_ok(&format!("the pod to move to {to}"), LIMIT, || async {
             let all = pods.list(&mine).await.unwrap().items;
             if all.len() == 1 && is_ready(&all[0]) && node_of(&all[0]).as_deref() == Some(to) {
-                break;
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out after {LIMIT:?} waiting for the pod to move to {to}; the pods: {}",
-                all.iter()
-                    .map(|p| format!(
-                        "{} on {} ({}, {})",
-                        p.metadata.name.as_deref().unwrap_or_default(),
-                        node_of(p).as_deref().unwrap_or("no node"),
-                        p.status
-                            .as_ref()
-                            .and_then(|s| s.phase.as_deref())
-                            .unwrap_or("no phase"),
-                        if is_ready(p) { "Ready" } else { "not Ready" },
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            let each = all.iter().map(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                format!(
+                    "{} on {} ({}, {})",
+                    p.metadata.name.as_deref().unwrap_or_default(),
+                    node_of(p).as_deref().unwrap_or("no node"),
+                    phase.unwrap_or("no phase"),
+                    if is_ready(p) { "Ready" } else { "not Ready" },
+                )
+            });
+            Err(format!("the pods: {}", each.collect::<Vec<_>>().join(", ")))
+        })
+        .await;
         set_disrupted_taint(&nodes, from, false).await;
         // Measure the steady path: the next disruption finds no rollout in progress.
         wait::until("the rollout to complete", LIMIT, || async {

@@ -46,23 +46,31 @@ pub async fn evict(client: &Client, ns: &str, pod: &str, uid: Option<&str>) -> (
     evict_as(client, ns, pod, "v1", uid).await
 }
 
+/// A dry-run eviction: the API server sends it to the webhook like any eviction, and it leaves
+/// the pod in place.
+pub const DRY_RUN: EvictParams = EvictParams {
+    delete_options: None,
+    post_options: PostParams {
+        dry_run: true,
+        field_manager: None,
+    },
+};
+
+/// How many eviction reviews `op`'s webhook has answered.
+pub async fn reviews(op: &Operator) -> f64 {
+    metric(
+        &op.metrics().await,
+        "disruption_guard_intercept_reviews_total",
+    )
+}
+
 /// Waits until the API server sends evictions of `ns` to `op`'s webhook: dry-run evictions of
 /// `pod` (allowed, nothing happens) until the operator counts a review.
 pub async fn until_in_effect(client: &Client, op: &Operator, ns: &str, pod: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let dry_run = EvictParams {
-        post_options: PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        },
-        ..EvictParams::default()
-    };
     wait::until("the API server to call the webhook", LIMIT, || async {
-        let _ = pods.evict(pod, &dry_run).await;
-        metric(
-            &op.metrics().await,
-            "disruption_guard_intercept_reviews_total",
-        ) > 0.0
+        let _ = pods.evict(pod, &DRY_RUN).await;
+        reviews(op).await > 0.0
     })
     .await;
 }

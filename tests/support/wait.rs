@@ -9,14 +9,40 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
+    until_ok(what, limit, || {
+        let done = check();
+        async move {
+            if done.await {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        }
+    })
+    .await;
+}
+
+/// Polls `check` every 100 ms until it is `Ok`; panics after `limit` naming `what` and the
+/// state the last `Err` described.
+pub async fn until_ok<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
     let deadline = Instant::now() + limit;
     loop {
-        if check().await {
-            return;
-        }
+        let state = match check().await {
+            Ok(()) => return,
+            Err(state) => state,
+        };
         assert!(
             Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
+            "timed out after {limit:?} waiting for {what}{}",
+            if state.is_empty() {
+                String::new()
+            } else {
+                format!("; {state}")
+            }
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
