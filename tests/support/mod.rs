@@ -12,6 +12,7 @@ pub mod examples;
 pub mod faults;
 pub mod fixtures;
 pub mod intercept;
+pub mod issuer;
 pub mod karpenter;
 pub mod operator;
 pub mod pods;
