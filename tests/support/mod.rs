@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod authn;
 pub mod chart_identity;
 pub mod drain;
 pub mod examples;
