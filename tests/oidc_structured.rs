@@ -8,42 +8,13 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
-use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::authn;
 use support::operator::Operator;
 use support::{wait, with_namespace};
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-/// Lets `user` open, read and close windows in `ns`.
-async fn grant_windows(client: &kube::Client, ns: &str, user: &str) {
-    let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": "ci-windows"},
-        "rules": [{
-            "apiGroups": ["disruption-guard.io"],
-            "resources": ["testwindows"],
-            "verbs": ["create", "get", "list", "patch", "delete"]
-        }]
-    }))
-    .unwrap();
-    Api::<Role>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "ci-windows"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ci-windows"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-}
 
 #[tokio::test]
 async fn a_token_of_an_issuer_the_api_server_trusts_opens_a_window_where_rbac_grants_its_user() {
@@ -85,7 +56,7 @@ async fn a_token_of_an_issuer_the_api_server_trusts_opens_a_window_where_rbac_gr
         let (status, body) = open(other_audience, "wrong-audience").await;
         assert_eq!(status, 401, "{body}");
 
-        grant_windows(&client, &ns, &user).await;
+        authn::grant_windows(&client, &ns, &user).await;
         // RBAC reaches the authorizer through its informer: a moment after the binding exists.
         let body = wait::for_some("the open to be allowed", Duration::from_secs(30), || {
             let open = open(token.clone(), "pipeline");

@@ -13,6 +13,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
 use super::issuer::Issuer;
 
 /// Prefix of the user names the API server gives the issuer's tokens.
@@ -113,4 +118,31 @@ fn sha256_hex(text: &str) -> String {
         .unwrap();
     let out = child.wait_with_output().unwrap();
     String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+/// Lets `user` open, read and close windows in `ns`.
+pub async fn grant_windows(client: &kube::Client, ns: &str, user: &str) {
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "ci-windows"},
+        "rules": [{
+            "apiGroups": ["disruption-guard.io"],
+            "resources": ["testwindows"],
+            "verbs": ["create", "get", "list", "patch", "delete"]
+        }]
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "ci-windows"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ci-windows"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
 }

@@ -18,6 +18,7 @@ pub mod karpenter;
 pub mod operator;
 pub mod pods;
 pub mod proxy;
+pub mod runner_token;
 pub mod stats;
 pub mod wait;
 pub mod windows;
