@@ -99,6 +99,12 @@ pub struct InterceptArgs {
     #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_EXTERNAL_CERTIFICATE")]
     pub intercept_external_certificate: bool,
 
+    /// Create the whole ValidatingWebhookConfiguration (server-side apply) instead of only
+    /// patching the caBundle of the one the chart installs. For local runs with an admin
+    /// kubeconfig (`make run`); the chart's RBAC does not allow it.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_CREATE_WEBHOOK")]
+    pub intercept_create_webhook: bool,
+
     /// Name of the ValidatingWebhookConfiguration the operator keeps.
     #[arg(
         long,
