@@ -291,7 +291,7 @@ pub fn lacks_owner(stored: &Secret, owner: Option<&OwnerReference>) -> bool {
 pub const SECRET_NAME: &str = "disruption-guard-webhook-tls";
 
 /// Where the bundle is kept and which names its serving certificate is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CertSecret {
     /// Namespace of the Secret (the operator's).
     pub namespace: String,
