@@ -591,7 +591,7 @@ fn the_charts_webhook_registration_is_the_one_the_operator_builds_without_a_ca()
 }
 
 #[test]
-fn the_admission_policy_matches_the_operators_service_account_from_kubernetes_1_30() {
+fn the_admission_policy_matches_the_operators_service_account_unless_turned_off() {
     let objects = rendered("{}\n", &[]);
     let policy = find(
         &objects,
@@ -609,18 +609,13 @@ fn the_admission_policy_matches_the_operators_service_account_from_kubernetes_1_
     );
     assert_eq!(binding["spec"]["policyName"], "guard-disruption-guard");
     assert_eq!(binding["spec"]["validationActions"], serde_json::json!(["Deny"]));
-    for (values, extra) in [
-        ("{}\n", &["--kube-version", "1.29.0"][..]),
-        ("rbac: {admissionPolicy: false}\n", &[][..]),
-    ] {
-        let objects = rendered(values, extra);
-        assert!(
-            !objects
-                .iter()
-                .any(|o| o["kind"] == "ValidatingAdmissionPolicy"),
-            "no policy with {values} {extra:?}"
-        );
-    }
+    let objects = rendered("rbac: {admissionPolicy: false}\n", &[]);
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["kind"] == "ValidatingAdmissionPolicy"),
+        "no policy when turned off"
+    );
 }
 
 #[test]
