@@ -541,7 +541,10 @@ fn the_user_roles_grant_the_verbs_the_api_checks() {
         .collect();
     assert_eq!(
         roles,
-        ["guard-disruption-guard", "guard-disruption-guard-namespaced"]
+        [
+            "guard-disruption-guard",
+            "guard-disruption-guard-namespaced"
+        ]
     );
 }
 
@@ -608,7 +611,10 @@ fn the_admission_policy_matches_the_operators_service_account_unless_turned_off(
         Some("guard-disruption-guard"),
     );
     assert_eq!(binding["spec"]["policyName"], "guard-disruption-guard");
-    assert_eq!(binding["spec"]["validationActions"], serde_json::json!(["Deny"]));
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
     let objects = rendered("rbac: {admissionPolicy: false}\n", &[]);
     assert!(
         !objects

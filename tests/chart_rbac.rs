@@ -282,7 +282,10 @@ async fn the_charts_service_account_cannot_create_webhook_configurations_or_writ
             "no create: such a token could send any object to any URL"
         );
         assert!(can_i(&identity, &["patch", &webhook]), "its own caBundle");
-        assert!(!can_i(&identity, &["patch", "validatingwebhookconfigurations/other"]));
+        assert!(!can_i(
+            &identity,
+            &["patch", "validatingwebhookconfigurations/other"]
+        ));
         for (verb, resource) in [
             ("patch", "pods"),
             ("patch", "deployments.apps"),

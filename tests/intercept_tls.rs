@@ -163,9 +163,7 @@ async fn the_api_server_calls_the_webhook_over_tls_with_the_managed_ca_across_re
         let upkeep = Upkeep::CaBundle {
             name: registration.name.clone(),
         };
-        let (resolver, bundle) = tls::load(&client, &secret, Some(&upkeep))
-            .await
-            .unwrap();
+        let (resolver, bundle) = tls::load(&client, &secret, Some(&upkeep)).await.unwrap();
         let seen = Seen::default();
         let router = axum::Router::new()
             .route(registration::PATH, post(review))

@@ -403,10 +403,7 @@ async fn write(
             let bundle = issue(None, Renewal::All, sans, now)?;
             let mut created = secret(namespace, name, &bundle);
             created.metadata.owner_references = target.owner.clone().map(|o| vec![o]);
-            match api
-                .create(&PostParams::default(), &created)
-                .await
-            {
+            match api.create(&PostParams::default(), &created).await {
                 Ok(_) => {
                     info!(secret = %format!("{namespace}/{name}"), "webhook certificate created");
                     return Ok(bundle);

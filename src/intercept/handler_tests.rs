@@ -332,11 +332,26 @@ async fn a_client_over_the_rate_limit_is_allowed_untouched_and_counted() {
     f.state.limiter = Arc::new(super::super::limit::ReviewLimiter::new(1, 1));
     let forger: std::net::SocketAddr = "10.1.2.3:40000".parse().unwrap();
     let options = json!({"preconditions": {"uid": "pod-uid"}});
-    let first = post_from(&f.state, body("v1", "web-abc", options.clone(), false), Some(forger)).await;
-    assert_eq!(first["allowed"], false, "within the limit the eviction is held");
+    let first = post_from(
+        &f.state,
+        body("v1", "web-abc", options.clone(), false),
+        Some(forger),
+    )
+    .await;
+    assert_eq!(
+        first["allowed"], false,
+        "within the limit the eviction is held"
+    );
     f.actions.rollouts.lock().unwrap().clear();
-    f.state.denials.forget(&("deploy-uid".to_string(), "node-uid".to_string()));
-    let second = post_from(&f.state, body("v1", "web-abc", options.clone(), false), Some(forger)).await;
+    f.state
+        .denials
+        .forget(&("deploy-uid".to_string(), "node-uid".to_string()));
+    let second = post_from(
+        &f.state,
+        body("v1", "web-abc", options.clone(), false),
+        Some(forger),
+    )
+    .await;
     assert_eq!(second["allowed"], true, "over the limit: fail open");
     assert_eq!(second["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
     assert!(
@@ -344,8 +359,16 @@ async fn a_client_over_the_rate_limit_is_allowed_untouched_and_counted() {
         "nothing is set going over the limit"
     );
     let apiserver: std::net::SocketAddr = "10.0.0.1:50000".parse().unwrap();
-    let other = post_from(&f.state, body("v1", "web-abc", options, false), Some(apiserver)).await;
-    assert_eq!(other["allowed"], false, "another address has its own bucket");
+    let other = post_from(
+        &f.state,
+        body("v1", "web-abc", options, false),
+        Some(apiserver),
+    )
+    .await;
+    assert_eq!(
+        other["allowed"], false,
+        "another address has its own bucket"
+    );
     let out = metrics(&f.state);
     assert!(
         out.contains("intercept_allowed_total{reason=\"rate_limited\"} 1\n"),

@@ -55,7 +55,10 @@ mod tests {
     fn a_client_over_its_burst_is_limited_and_others_are_not() {
         let limiter = ReviewLimiter::new(1, 3);
         assert!((0..3).all(|_| limiter.allow(ip(1))));
-        assert!(!limiter.allow(ip(1)), "the fourth review at once is over the burst");
+        assert!(
+            !limiter.allow(ip(1)),
+            "the fourth review at once is over the burst"
+        );
         assert!(limiter.allow(ip(2)), "another address has its own bucket");
     }
 

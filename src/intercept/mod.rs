@@ -90,11 +90,19 @@ pub struct InterceptArgs {
 
     /// Reviews per second each client address may send on average; over the limit a review
     /// is allowed without being looked at (fail open, counted). 0 turns the limit off.
-    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_RATE_LIMIT", default_value_t = 200)]
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_RATE_LIMIT",
+        default_value_t = 200
+    )]
     pub intercept_rate_limit: u32,
 
     /// Reviews each client address may send in a burst.
-    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_RATE_BURST", default_value_t = 1000)]
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_RATE_BURST",
+        default_value_t = 1000
+    )]
     pub intercept_rate_burst: u32,
 
     /// Secret holding the webhook's serving certificate and CA (created and renewed here).
