@@ -354,34 +354,96 @@ async fn the_admission_policy_lets_the_operator_roll_out_and_annotate_but_change
         let nodes: Api<Node> = Api::all(operator.clone());
         let merge = PatchParams::default();
 
-        // The API server loads a new policy within a second or so: until then the image patch
-        // goes through (a different image each time, so each try is a change).
+        // The API server loads a new policy within a second or so. Until then a label patch
+        // of the Deployment goes through (a different value each time; it starts no rollout,
+        // so the pod stays): wait until the policy refuses it.
         let mut tries = 0;
-        let denied = wait::for_some(
-            "the policy to refuse the operator's image patch",
+        wait::for_some(
+            "the policy to refuse the operator's label patch",
             Duration::from_secs(30),
             || {
                 tries += 1;
-                let patch = serde_json::json!({"spec": {"template": {"spec": {"containers": [
-                    {"name": "app", "image": format!("evil.example/miner:{tries}")}]}}}});
+                let patch = serde_json::json!({"metadata": {"labels": {"probe": tries.to_string()}}});
                 let deployments = deployments.clone();
                 async move {
-                    match deployments.patch("api", &PatchParams::default(), &Patch::Strategic(&patch)).await {
-                        Err(kube::Error::Api(s)) if s.message.contains(POLICY) => Some(*s),
+                    match deployments.patch("api", &PatchParams::default(), &Patch::Merge(&patch)).await {
+                        Err(kube::Error::Api(s)) if s.message.contains(POLICY) => Some(()),
                         _ => None,
                     }
                 }
             },
         )
         .await;
+        let image = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "app", "image": "evil.example/miner:1"}]}}}});
+        let denied = refused(
+            deployments
+                .patch("api", &merge, &Patch::Strategic(&image))
+                .await,
+            "an image patch",
+        );
         eprintln!("image patch: {} {}", denied.code, denied.message);
         assert_eq!(denied.code, 403);
         assert!(
-            denied.message.contains("only by the rollout annotation"),
+            denied.message.contains(POLICY)
+                && denied.message.contains("only by the rollout annotation"),
             "{}",
             denied.message
         );
 
+        // Pods: the window's do-not-disrupt annotations (server-side apply, as the window
+        // controller writes them) go through; a label does not.
+        let manager = window_field_manager("00000000-test");
+        let pod_uid = Api::<Pod>::namespaced(client.clone(), &ns)
+            .get(&pod)
+            .await
+            .unwrap()
+            .metadata
+            .uid;
+        let annotate = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": ns, "uid": pod_uid, "annotations": {
+                KARPENTER_DO_NOT_DISRUPT: "true", CA_SAFE_TO_EVICT: "false"}}});
+        pod_api
+            .patch(&pod, &PatchParams::apply(&manager), &Patch::Apply(&annotate))
+            .await
+            .expect("the pod's do-not-disrupt annotations are allowed");
+        let status = refused(
+            pod_api
+                .patch(&pod, &merge, &Patch::Merge(serde_json::json!({"metadata": {"labels": {"app": "other"}}})))
+                .await,
+            "a pod label",
+        );
+        assert!(status.message.contains("labels"), "{}", status.message);
+        let status = refused(
+            pod_api
+                .patch(&pod, &merge, &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"other.io/x": "1"}}})))
+                .await,
+            "another pod annotation",
+        );
+        assert!(status.message.contains(POLICY), "{}", status.message);
+
+        // Nodes: the do-not-disrupt annotations go through; a taint does not.
+        let annotate = serde_json::json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": node, "uid": created.metadata.uid, "annotations": {
+                KARPENTER_DO_NOT_DISRUPT: "true", CA_SCALE_DOWN_DISABLED: "true"}}});
+        nodes
+            .patch(&node, &PatchParams::apply(&manager), &Patch::Apply(&annotate))
+            .await
+            .expect("the node's do-not-disrupt annotations are allowed");
+        let status = refused(
+            nodes
+                .patch(&node, &merge, &Patch::Merge(serde_json::json!({"spec": {"taints": [
+                    {"key": "x", "effect": "NoSchedule"}]}})))
+                .await,
+            "a node taint",
+        );
+        assert!(status.message.contains("spec of pods, nodes"), "{}", status.message);
+        // Releasing (an empty apply by the same manager) removes them again.
+        let release = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}});
+        nodes
+            .patch(&node, &PatchParams::apply(&manager), &Patch::Apply(&release))
+            .await
+            .expect("removing the annotations is allowed");
         // The drain watcher's rollout, exactly as the code builds it, goes through.
         let current = Api::<Deployment>::namespaced(client.clone(), &ns)
             .get("api")
@@ -421,53 +483,6 @@ async fn the_admission_policy_lets_the_operator_roll_out_and_annotate_but_change
             assert!(status.message.contains(POLICY), "{what}: {}", status.message);
         }
 
-        // Pods: the window's do-not-disrupt annotations (server-side apply, as the window
-        // controller writes them) go through; a label does not.
-        let manager = window_field_manager("00000000-test");
-        let annotate = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod, "namespace": ns, "annotations": {
-                KARPENTER_DO_NOT_DISRUPT: "true", CA_SAFE_TO_EVICT: "false"}}});
-        pod_api
-            .patch(&pod, &PatchParams::apply(&manager), &Patch::Apply(&annotate))
-            .await
-            .expect("the pod's do-not-disrupt annotations are allowed");
-        let status = refused(
-            pod_api
-                .patch(&pod, &merge, &Patch::Merge(serde_json::json!({"metadata": {"labels": {"app": "other"}}})))
-                .await,
-            "a pod label",
-        );
-        assert!(status.message.contains("labels"), "{}", status.message);
-        let status = refused(
-            pod_api
-                .patch(&pod, &merge, &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"other.io/x": "1"}}})))
-                .await,
-            "another pod annotation",
-        );
-        assert!(status.message.contains(POLICY), "{}", status.message);
-
-        // Nodes: the do-not-disrupt annotations go through; a taint does not.
-        let annotate = serde_json::json!({"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": node, "annotations": {
-                KARPENTER_DO_NOT_DISRUPT: "true", CA_SCALE_DOWN_DISABLED: "true"}}});
-        nodes
-            .patch(&node, &PatchParams::apply(&manager), &Patch::Apply(&annotate))
-            .await
-            .expect("the node's do-not-disrupt annotations are allowed");
-        let status = refused(
-            nodes
-                .patch(&node, &merge, &Patch::Merge(serde_json::json!({"spec": {"taints": [
-                    {"key": "x", "effect": "NoSchedule"}]}})))
-                .await,
-            "a node taint",
-        );
-        assert!(status.message.contains("spec of pods, nodes"), "{}", status.message);
-        // Releasing (an empty apply by the same manager) removes them again.
-        let release = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}});
-        nodes
-            .patch(&node, &PatchParams::apply(&manager), &Patch::Apply(&release))
-            .await
-            .expect("removing the annotations is allowed");
     })
     .await;
 }
