@@ -406,3 +406,44 @@ async fn with_a_certificate_kept_by_cert_manager_the_webhook_serves_it_and_never
     })
     .await;
 }
+
+#[tokio::test]
+async fn over_the_rate_limit_an_eviction_is_let_through_untouched_and_counted() {
+    with_namespace(|client, ns| async move {
+        let a = format!("{ns}-a");
+        create_ready_node(&client, &ns, &a).await;
+        let pod = deploy_on(&client, &ns, lone(&ns, "web"), &a).await;
+        let name = pod.metadata.name.clone().unwrap();
+        cordon(&a);
+        // One review per second per client address, no burst: the API server's second
+        // eviction within a second is over the limit.
+        let op = Operator::intercepting(
+            &ns,
+            &["--intercept-rate-limit=1", "--intercept-rate-burst=1"],
+        )
+        .await;
+        until_in_effect(&client, &op, &ns, &name).await;
+        // The dry runs above took the bucket's token; a second refills it.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+
+        let (first, message) = evict(&client, &ns, &name, None).await;
+        assert_eq!(
+            first, 429,
+            "within the limit the eviction is held: {message}"
+        );
+        let (second, message) = evict(&client, &ns, &name, None).await;
+        assert_eq!(
+            second, 201,
+            "over the limit the eviction goes through, as without the guard: {message}"
+        );
+        let text = op.metrics().await;
+        assert!(
+            metric(
+                &text,
+                "disruption_guard_intercept_allowed_total{reason=\"rate_limited\"}"
+            ) >= 1.0,
+            "counted: {text}"
+        );
+    })
+    .await;
+}
