@@ -1,9 +1,11 @@
 //! The eviction interception against the real cluster: the API server sends each eviction to
-//! the operator's webhook (registered by the operator itself, over TLS with its own CA), which
+//! the operator's webhook (registered as the chart registers it, over TLS with the CA the
+//! operator keeps and publishes in the registration), which
 //! answers 429 for a lone replica on a node being disrupted while its Deployment rolls out — no
 //! PDB, no window. And its bounds: what a rollout cannot save is let through at once, a rollout
 //! that cannot finish is let through after `--intercept-timeout`, an eviction of a pod that is
-//! gone or another one is never held, and a dead operator holds nothing (fail open).
+//! gone or another one is never held, a dead operator holds nothing (fail open), and reviews
+//! over the rate limit are let through untouched.
 //!
 //! Every test uses private kwok nodes (labelled `disruption-guard.io/test=<ns>`), as the drain
 //! tests do. The new pods take a second or two to become Ready (kwok's ready delay), like a
