@@ -21,7 +21,7 @@ run: ## Local cluster + operator in the foreground (Ctrl-C stops the operator; m
 	  "  list windows:   kubectl get tw -A" \
 	  "  metrics:        curl -s http://$(ADMIN_ADDR)/metrics" \
 	  "  stop cluster:   make cluster-down" ""; \
-	exec target/debug/disruption-guard operator --insecure-no-auth --api-addr $(API_ADDR) --admin-addr $(ADMIN_ADDR)
+	exec target/debug/disruption-guard operator --insecure-no-auth --intercept-create-webhook --api-addr $(API_ADDR) --admin-addr $(ADMIN_ADDR)
 
 test: lint ## Everything CI runs
 	@set -euo pipefail; \

@@ -539,7 +539,164 @@ fn the_user_roles_grant_the_verbs_the_api_checks() {
         .filter(|o| o["kind"] == "ClusterRole")
         .map(|o| &o["metadata"]["name"])
         .collect();
-    assert_eq!(roles, ["guard-disruption-guard"]);
+    assert_eq!(
+        roles,
+        [
+            "guard-disruption-guard",
+            "guard-disruption-guard-namespaced"
+        ]
+    );
+}
+
+#[test]
+fn the_charts_webhook_registration_is_the_one_the_operator_builds_without_a_ca() {
+    use disruption_guard::intercept::registration::{self, Endpoint, Registration};
+    for (values, namespaces) in [
+        ("{}\n", vec![]),
+        ("namespaces: [shop, payments]\n", vec!["shop", "payments"]),
+    ] {
+        let objects = rendered(values, &[]);
+        let chart = find(
+            &objects,
+            "ValidatingWebhookConfiguration",
+            Some("guard-disruption-guard"),
+        );
+        let built = registration::build(
+            &Registration {
+                name: "guard-disruption-guard".into(),
+                ..Registration::new(
+                    Endpoint::Service {
+                        namespace: "guard-system".into(),
+                        name: "guard-disruption-guard".into(),
+                        port: 443,
+                    },
+                    Some("system:serviceaccount:guard-system:guard-disruption-guard".into()),
+                    namespaces.iter().map(|n| n.to_string()).collect(),
+                )
+            },
+            "",
+        );
+        let mut built = serde_json::to_value(built).unwrap();
+        // The CA is the operator's to publish (its only write to the registration).
+        built["webhooks"][0]["clientConfig"]
+            .as_object_mut()
+            .unwrap()
+            .remove("caBundle");
+        assert_eq!(chart["webhooks"], built["webhooks"], "with {values}");
+    }
+    let objects = rendered("intercept: {enabled: false}\n", &[]);
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["kind"] == "ValidatingWebhookConfiguration"),
+        "no registration without interception"
+    );
+}
+
+#[test]
+fn the_admission_policy_matches_the_operators_service_account_unless_turned_off() {
+    let objects = rendered("{}\n", &[]);
+    let policy = find(
+        &objects,
+        "ValidatingAdmissionPolicy",
+        Some("guard-disruption-guard"),
+    );
+    assert_eq!(
+        policy["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:guard-system:guard-disruption-guard'"
+    );
+    let binding = find(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        Some("guard-disruption-guard"),
+    );
+    assert_eq!(binding["spec"]["policyName"], "guard-disruption-guard");
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
+    let objects = rendered("rbac: {admissionPolicy: false}\n", &[]);
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["kind"] == "ValidatingAdmissionPolicy"),
+        "no policy when turned off"
+    );
+}
+
+#[test]
+fn with_namespaces_the_operators_writes_are_bound_in_each_of_them_only() {
+    let bindings = |objects: &[serde_json::Value], kind: &str| -> Vec<String> {
+        objects
+            .iter()
+            .filter(|o| {
+                o["kind"] == kind && o["roleRef"]["name"] == "guard-disruption-guard-namespaced"
+            })
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["metadata"]["namespace"].as_str().unwrap_or(""),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let everywhere = rendered("{}\n", &[]);
+    assert_eq!(
+        bindings(&everywhere, "ClusterRoleBinding"),
+        ["/guard-disruption-guard-namespaced"]
+    );
+    assert!(bindings(&everywhere, "RoleBinding").is_empty());
+    let some = rendered("namespaces: [shop, payments]\n", &[]);
+    assert!(bindings(&some, "ClusterRoleBinding").is_empty());
+    assert_eq!(
+        bindings(&some, "RoleBinding"),
+        [
+            "shop/guard-disruption-guard-namespaced",
+            "payments/guard-disruption-guard-namespaced"
+        ]
+    );
+    // The cluster-wide role writes only cluster-scoped kinds.
+    let role = find(&some, "ClusterRole", Some("guard-disruption-guard"));
+    for rule in role["rules"].as_array().unwrap() {
+        let writes = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| ["create", "patch", "update", "delete"].contains(&v.as_str().unwrap()));
+        let resources = rule["resources"].as_array().unwrap();
+        let cluster_scoped = resources.iter().all(|r| {
+            [
+                "nodes",
+                "nodeclaims",
+                "events",
+                "tokenreviews",
+                "subjectaccessreviews",
+                "validatingwebhookconfigurations",
+            ]
+            .contains(&r.as_str().unwrap())
+        });
+        assert!(!writes || cluster_scoped, "a cluster-wide write: {rule}");
+    }
+}
+
+#[test]
+fn the_network_policy_lets_only_the_named_peers_reach_the_webhook() {
+    let objects = rendered(
+        "networkPolicy: {enabled: true, webhookFrom: [{ipBlock: {cidr: 10.0.0.10/32}}]}\n",
+        &[],
+    );
+    let policy = find(&objects, "NetworkPolicy", None);
+    let webhook = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|rule| rule["ports"][0]["port"] == "webhook")
+        .expect("a rule for the webhook port");
+    assert_eq!(
+        webhook["from"],
+        serde_json::json!([{"ipBlock": {"cidr": "10.0.0.10/32"}}])
+    );
 }
 
 #[test]
@@ -844,7 +1001,9 @@ async fn helm_install_with_everything_enabled_succeeds_in_the_test_cluster() {
             .arg(chart())
             .arg("-f")
             .arg(repo_root().join("tests/chart/values/everything.yaml"))
-            .args(["--set", &format!("dashboard.namespace={ns}")]));
+            .args(["--set", &format!("dashboard.namespace={ns}")])
+            // The operator's writes are bound in each of `namespaces`: they must exist.
+            .args(["--set", &format!("namespaces={{{ns}}}")]));
         let fullname = format!("{release}-disruption-guard");
         // extraObjects, rendered with tpl.
         let note = run(support::kubectl().args([

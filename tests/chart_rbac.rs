@@ -1,13 +1,23 @@
 //! The operator running with exactly the chart's RBAC (a token of the chart's ServiceAccount):
-//! proof that the ClusterRole and Role grant every verb the code uses.
+//! proof that the ClusterRole and Role grant every verb the code uses, that they grant no
+//! more than they should (no webhook configurations created, no writes outside `namespaces`),
+//! and that the chart's ValidatingAdmissionPolicy lets the operator's real writes through but
+//! nothing else a stolen token could try (an image, a pod label, a node taint).
 
 mod support;
 
 use std::time::Duration;
 
+use disruption_guard::k8s::rollout::{self, NodeRef, Target};
+use disruption_guard::resources::names::{
+    CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, FIELD_MANAGER, KARPENTER_DO_NOT_DISRUPT,
+    window_field_manager,
+};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::Api;
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
 use serde_json::json;
 use support::chart_identity::ChartIdentity;
 use support::fixtures::deployment;
@@ -238,6 +248,241 @@ async fn ci_and_namespace_editors_use_the_api_through_the_charts_roles() {
             .await
             .unwrap();
         assert_eq!(resp.status(), 403, "view may not open a window");
+    })
+    .await;
+}
+
+/// `kubectl auth can-i <args>` as the chart's ServiceAccount (its own token): yes or no.
+fn can_i(identity: &ChartIdentity, args: &[&str]) -> bool {
+    let out = support::kubectl()
+        .arg("--kubeconfig")
+        .arg(&identity.kubeconfig)
+        .args(["auth", "can-i"])
+        .args(args)
+        .output()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        answer == "yes" || answer == "no",
+        "kubectl auth can-i {args:?}: {answer} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    answer == "yes"
+}
+
+#[tokio::test]
+async fn the_charts_service_account_cannot_create_webhook_configurations_or_write_outside_its_namespaces()
+ {
+    with_namespace(|_client, ns| async move {
+        let only = format!("namespaces={{{ns}}}");
+        let identity = ChartIdentity::install_with(&ns, &["--set", &only]);
+        let webhook = format!("validatingwebhookconfigurations/{}", identity.fullname);
+        assert!(
+            !can_i(&identity, &["create", "validatingwebhookconfigurations"]),
+            "no create: such a token could send any object to any URL"
+        );
+        assert!(can_i(&identity, &["patch", &webhook]), "its own caBundle");
+        assert!(!can_i(
+            &identity,
+            &["patch", "validatingwebhookconfigurations/other"]
+        ));
+        for (verb, resource) in [
+            ("patch", "pods"),
+            ("patch", "deployments.apps"),
+            ("create", "poddisruptionbudgets.policy"),
+            ("delete", "poddisruptionbudgets.policy"),
+            ("patch", "testwindows.disruption-guard.io"),
+        ] {
+            assert!(
+                can_i(&identity, &[verb, resource, "-n", &ns]),
+                "{verb} {resource} in its namespace"
+            );
+            assert!(
+                !can_i(&identity, &[verb, resource, "-n", "default"]),
+                "{verb} {resource} outside its namespaces"
+            );
+        }
+        // Cluster-scoped kinds stay cluster-wide (the admission policy narrows the patches).
+        assert!(can_i(&identity, &["patch", "nodes"]));
+        assert!(!can_i(&identity, &["create", "secrets", "-n", "default"]));
+    })
+    .await;
+}
+
+/// A client authenticated as the chart's ServiceAccount.
+async fn client_as(identity: &ChartIdentity) -> Client {
+    let kubeconfig = Kubeconfig::read_from(&identity.kubeconfig).unwrap();
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// The status of a write refused by the API server (panics if it went through).
+fn refused<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> kube::core::Status {
+    match result {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("{what} went through: {other:?}"),
+    }
+}
+
+const POLICY: &str = "ValidatingAdmissionPolicy";
+
+#[tokio::test]
+async fn the_admission_policy_lets_the_operator_roll_out_and_annotate_but_change_nothing_else() {
+    with_namespace(|client, ns| async move {
+        let identity = ChartIdentity::install(&ns);
+        let node = format!("{ns}-n0");
+        let created = create_ready_node(&client, &ns, &node).await;
+        let app = deployment("api")
+            .node_selector("disruption-guard.io/test-node", &node)
+            .build();
+        Api::<Deployment>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &app)
+            .await
+            .unwrap();
+        let pod = wait::for_some("the pod to be Ready", Duration::from_secs(30), || async {
+            pods::ready_pods(&client, &ns, "api")
+                .await
+                .first()
+                .and_then(|p| p.metadata.name.clone())
+        })
+        .await;
+        let operator = client_as(&identity).await;
+        let deployments: Api<Deployment> = Api::namespaced(operator.clone(), &ns);
+        let pod_api: Api<Pod> = Api::namespaced(operator.clone(), &ns);
+        let nodes: Api<Node> = Api::all(operator.clone());
+        let merge = PatchParams::default();
+
+        // The API server loads a new policy within a second or so. Until then a label patch
+        // of the Deployment goes through (a different value each time; it starts no rollout,
+        // so the pod stays): wait until the policy refuses it.
+        let mut tries = 0;
+        wait::for_some(
+            "the policy to refuse the operator's label patch",
+            Duration::from_secs(30),
+            || {
+                tries += 1;
+                let patch = serde_json::json!({"metadata": {"labels": {"probe": tries.to_string()}}});
+                let deployments = deployments.clone();
+                async move {
+                    match deployments.patch("api", &PatchParams::default(), &Patch::Merge(&patch)).await {
+                        Err(kube::Error::Api(s)) if s.message.contains(POLICY) => Some(()),
+                        _ => None,
+                    }
+                }
+            },
+        )
+        .await;
+        let image = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "app", "image": "evil.example/miner:1"}]}}}});
+        let denied = refused(
+            deployments
+                .patch("api", &merge, &Patch::Strategic(&image))
+                .await,
+            "an image patch",
+        );
+        eprintln!("image patch: {} {}", denied.code, denied.message);
+        assert_eq!(denied.code, 403);
+        assert!(
+            denied.message.contains(POLICY)
+                && denied.message.contains("only by the rollout annotation"),
+            "{}",
+            denied.message
+        );
+
+        // Pods: the window's do-not-disrupt annotations (server-side apply, as the window
+        // controller writes them) go through; a label does not.
+        let manager = window_field_manager("00000000-test");
+        let pod_uid = Api::<Pod>::namespaced(client.clone(), &ns)
+            .get(&pod)
+            .await
+            .unwrap()
+            .metadata
+            .uid;
+        let annotate = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": ns, "uid": pod_uid, "annotations": {
+                KARPENTER_DO_NOT_DISRUPT: "true", CA_SAFE_TO_EVICT: "false"}}});
+        pod_api
+            .patch(&pod, &PatchParams::apply(&manager), &Patch::Apply(&annotate))
+            .await
+            .expect("the pod's do-not-disrupt annotations are allowed");
+        let status = refused(
+            pod_api
+                .patch(&pod, &merge, &Patch::Merge(serde_json::json!({"metadata": {"labels": {"app": "other"}}})))
+                .await,
+            "a pod label",
+        );
+        assert!(status.message.contains("labels"), "{}", status.message);
+        let status = refused(
+            pod_api
+                .patch(&pod, &merge, &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"other.io/x": "1"}}})))
+                .await,
+            "another pod annotation",
+        );
+        assert!(status.message.contains(POLICY), "{}", status.message);
+
+        // Nodes: the do-not-disrupt annotations go through; a taint does not.
+        let annotate = serde_json::json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": node, "uid": created.metadata.uid, "annotations": {
+                KARPENTER_DO_NOT_DISRUPT: "true", CA_SCALE_DOWN_DISABLED: "true"}}});
+        nodes
+            .patch(&node, &PatchParams::apply(&manager), &Patch::Apply(&annotate))
+            .await
+            .expect("the node's do-not-disrupt annotations are allowed");
+        let status = refused(
+            nodes
+                .patch(&node, &merge, &Patch::Merge(serde_json::json!({"spec": {"taints": [
+                    {"key": "x", "effect": "NoSchedule"}]}})))
+                .await,
+            "a node taint",
+        );
+        assert!(status.message.contains("spec of pods, nodes"), "{}", status.message);
+        // Releasing (an empty apply by the same manager) removes them again.
+        let release = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}});
+        nodes
+            .patch(&node, &PatchParams::apply(&manager), &Patch::Apply(&release))
+            .await
+            .expect("removing the annotations is allowed");
+        // The drain watcher's rollout, exactly as the code builds it, goes through.
+        let current = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get("api")
+            .await
+            .unwrap();
+        let target = Target {
+            namespace: ns.clone(),
+            deployment: "api".into(),
+            deployment_uid: current.metadata.uid.clone().unwrap(),
+            replica_set: String::new(),
+            pod: pod.clone(),
+            node: NodeRef {
+                name: node.clone(),
+                uid: created.metadata.uid.clone().unwrap(),
+            },
+        };
+        let patch = rollout::patch(&target, &current, jiff::Timestamp::now());
+        deployments
+            .patch("api", &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+            .await
+            .expect("the rollout patch is allowed");
+
+        // Other Deployment changes: replicas, a template label, an owner reference.
+        for (what, patch) in [
+            ("replicas", serde_json::json!({"spec": {"replicas": 3}})),
+            (
+                "a template label",
+                serde_json::json!({"spec": {"template": {"metadata": {"labels": {"x": "y"}}}}}),
+            ),
+            (
+                "an owner reference",
+                serde_json::json!({"metadata": {"ownerReferences": [{"apiVersion": "v1",
+                    "kind": "ConfigMap", "name": "gone", "uid": "00000000-0000-0000-0000-000000000000"}]}}),
+            ),
+        ] {
+            let status = refused(deployments.patch("api", &merge, &Patch::Merge(&patch)).await, what);
+            assert!(status.message.contains(POLICY), "{what}: {}", status.message);
+        }
+
     })
     .await;
 }

@@ -1,9 +1,11 @@
 //! The eviction interception against the real cluster: the API server sends each eviction to
-//! the operator's webhook (registered by the operator itself, over TLS with its own CA), which
+//! the operator's webhook (registered as the chart registers it, over TLS with the CA the
+//! operator keeps and publishes in the registration), which
 //! answers 429 for a lone replica on a node being disrupted while its Deployment rolls out — no
 //! PDB, no window. And its bounds: what a rollout cannot save is let through at once, a rollout
 //! that cannot finish is let through after `--intercept-timeout`, an eviction of a pod that is
-//! gone or another one is never held, and a dead operator holds nothing (fail open).
+//! gone or another one is never held, a dead operator holds nothing (fail open), and reviews
+//! over the rate limit are let through untouched.
 //!
 //! Every test uses private kwok nodes (labelled `disruption-guard.io/test=<ns>`), as the drain
 //! tests do. The new pods take a second or two to become Ready (kwok's ready delay), like a
@@ -402,6 +404,47 @@ async fn with_a_certificate_kept_by_cert_manager_the_webhook_serves_it_and_never
         assert_eq!(
             now.metadata.resource_version, written.metadata.resource_version,
             "the operator never writes a Secret kept elsewhere"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn over_the_rate_limit_an_eviction_is_let_through_untouched_and_counted() {
+    with_namespace(|client, ns| async move {
+        let a = format!("{ns}-a");
+        create_ready_node(&client, &ns, &a).await;
+        let pod = deploy_on(&client, &ns, lone(&ns, "web"), &a).await;
+        let name = pod.metadata.name.clone().unwrap();
+        cordon(&a);
+        // One review per second per client address, no burst: the API server's second
+        // eviction within a second is over the limit.
+        let op = Operator::intercepting(
+            &ns,
+            &["--intercept-rate-limit=1", "--intercept-rate-burst=1"],
+        )
+        .await;
+        until_in_effect(&client, &op, &ns, &name).await;
+        // The dry runs above took the bucket's token; a second refills it.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+
+        let (first, message) = evict(&client, &ns, &name, None).await;
+        assert_eq!(
+            first, 429,
+            "within the limit the eviction is held: {message}"
+        );
+        let (second, message) = evict(&client, &ns, &name, None).await;
+        assert_eq!(
+            second, 201,
+            "over the limit the eviction goes through, as without the guard: {message}"
+        );
+        let text = op.metrics().await;
+        assert!(
+            metric(
+                &text,
+                "disruption_guard_intercept_allowed_total{reason=\"rate_limited\"}"
+            ) >= 1.0,
+            "counted: {text}"
         );
     })
     .await;

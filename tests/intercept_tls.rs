@@ -18,7 +18,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use disruption_guard::intercept::certs::{self, CertSecret, Renewal};
-use disruption_guard::intercept::registration::{self, Endpoint, Registration};
+use disruption_guard::intercept::registration::{self, Endpoint, Registration, Upkeep};
 use disruption_guard::intercept::tls;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
@@ -158,9 +158,12 @@ async fn the_api_server_calls_the_webhook_over_tls_with_the_managed_ca_across_re
             own_username: Some("system:serviceaccount:elsewhere:someone-else".into()),
             namespaces: vec![ns.clone()],
         };
-        let (resolver, bundle) = tls::load(&client, &secret, Some(&registration))
-            .await
-            .unwrap();
+        // Created as the chart creates it, without a CA: the operator publishes only that.
+        support::operator::create_registration(&ns, &registration.name, Some(&ns), port).await;
+        let upkeep = Upkeep::CaBundle {
+            name: registration.name.clone(),
+        };
+        let (resolver, bundle) = tls::load(&client, &secret, Some(&upkeep)).await.unwrap();
         let seen = Seen::default();
         let router = axum::Router::new()
             .route(registration::PATH, post(review))
@@ -176,7 +179,7 @@ async fn the_api_server_calls_the_webhook_over_tls_with_the_managed_ca_across_re
         tokio::spawn(tls::keep_current(
             client.clone(),
             secret.clone(),
-            Some(registration.clone()),
+            Some(upkeep.clone()),
             resolver.clone(),
             bundle.clone(),
             Duration::from_millis(300),
@@ -279,9 +282,7 @@ async fn the_api_server_calls_the_webhook_over_tls_with_the_managed_ca_across_re
         refresher.cancel();
         let stranger =
             certs::issue(None, Renewal::All, &secret.sans, jiff::Timestamp::now()).unwrap();
-        registration::apply(&client, &registration, &stranger.ca_bundle)
-            .await
-            .unwrap();
+        upkeep.publish(&client, &stranger.ca_bundle).await.unwrap();
         wait::until("the eviction to fail open", LIMIT, || async {
             evict_dry_run(&pods, GUARDED).await.is_ok()
         })

@@ -1,7 +1,8 @@
 //! Uninstalling leaves nothing behind: with a window open (a PDB, annotations on its pod and
-//! node), the documented uninstall — delete every TestWindow while the operator runs,
-//! `helm uninstall`, delete the CRD — leaves no guard PDB, no guard annotation or field manager
-//! on any pod or node, and none of the chart's cluster-wide objects.
+//! node) and the eviction webhook on (its registration, its certificate Secret), the
+//! documented uninstall — delete every TestWindow while the operator runs, `helm uninstall`,
+//! delete the CRD — leaves no guard PDB, no guard annotation or field manager on any pod or
+//! node, no webhook registration or Secret, and none of the chart's cluster-wide objects.
 //!
 //! Its own test binary: it deletes the CRD, which other tests of the same process rely on
 //! (test binaries run one after another; the next one installs the CRD again).
@@ -124,14 +125,37 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
         ]);
 
         // The chart's pods cannot run here (no container runtime): the operator runs as a
-        // local process with the chart's ServiceAccount, cluster-wide like the chart's default.
+        // local process with the chart's ServiceAccount, cluster-wide like the chart's default,
+        // with the eviction webhook on as the chart runs it (its registration is the chart's).
         let identity = ChartIdentity::of_release(&ns, &release);
+        let fullname = identity.fullname.clone();
+        let secret = format!("{fullname}-webhook-tls");
         let mut operator = Operator::start_as(
             &ns,
-            vec!["--insecure-no-auth".into()],
+            vec![
+                "--insecure-no-auth".into(),
+                "--intercept=true".into(),
+                format!("--intercept-namespace={ns}"),
+                format!("--intercept-webhook={fullname}"),
+                format!("--intercept-secret={secret}"),
+            ],
             identity.kubeconfig.clone(),
         )
         .await;
+        wait::until(
+            "the operator to publish its CA in the chart's webhook registration",
+            Duration::from_secs(30),
+            || async {
+                operator
+                    .log_text()
+                    .contains("eviction webhook registered and serving")
+            },
+        )
+        .await;
+        assert!(
+            kubectl_finds(&["secret", &secret, "-n", &ns]),
+            "the webhook's Secret exists"
+        );
 
         let node = format!("{ns}-n");
         create_ready_node(&client, &ns, &node).await;
@@ -185,13 +209,24 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
             !kubectl_finds(&[CRD]),
             "the CRD is gone (kubectl get finds nothing)"
         );
-        for kind in ["clusterrole", "clusterrolebinding"] {
-            let name = format!("{release}-disruption-guard");
+        for kind in [
+            "clusterrole",
+            "clusterrolebinding",
+            "validatingwebhookconfiguration",
+            "validatingadmissionpolicy",
+            "validatingadmissionpolicybinding",
+        ] {
             assert!(
-                !kubectl_finds(&[kind, &name]),
-                "{kind} {name} is removed by helm uninstall"
+                !kubectl_finds(&[kind, &fullname]),
+                "{kind} {fullname} is removed by helm uninstall"
             );
         }
+        wait::until(
+            "garbage collection of the webhook's Secret (owned by the registration)",
+            Duration::from_secs(30),
+            || async { !kubectl_finds(&["secret", &secret, "-n", &ns]) },
+        )
+        .await;
         let selector = format!("app.kubernetes.io/instance={release}");
         let kinds = "all,pdb,role,rolebinding,serviceaccount,configmap,secret,networkpolicy";
         wait::until(

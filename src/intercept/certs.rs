@@ -14,14 +14,20 @@
 //! - Replicas agree through the API server: the Secret is created (a 409 means another replica
 //!   was first: read theirs) or replaced with its `resourceVersion` (a 409: read again).
 //!
-//! Pure: [`sans`], [`assess`], [`issue`], [`secret`], [`from_secret`]. I/O: [`ensure`],
-//! [`renew`], on a [`CertSecret`].
+//! - The Secret goes when the webhook registration goes: it carries an owner reference to it
+//!   ([`CertSecret::owned_by`]), so `helm uninstall`, which deletes the chart's registration,
+//!   leaves no Secret behind (garbage collection; no delete right, no uninstall hook). A Secret
+//!   written before it had one gets it at the next check.
+//!
+//! Pure: [`sans`], [`assess`], [`issue`], [`secret`], [`from_secret`], [`lacks_owner`]. I/O:
+//! [`ensure`], [`renew`], on a [`CertSecret`].
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use rcgen::{
@@ -269,11 +275,23 @@ pub fn from_secret(secret: &Secret) -> Option<Bundle> {
     })
 }
 
+/// Whether `stored` should carry an owner reference to `owner` and does not.
+pub fn lacks_owner(stored: &Secret, owner: Option<&OwnerReference>) -> bool {
+    owner.is_some_and(|owner| {
+        !stored
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == owner.uid)
+    })
+}
+
 /// Default name of the Secret.
 pub const SECRET_NAME: &str = "disruption-guard-webhook-tls";
 
 /// Where the bundle is kept and which names its serving certificate is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CertSecret {
     /// Namespace of the Secret (the operator's).
     pub namespace: String,
@@ -283,6 +301,8 @@ pub struct CertSecret {
     pub sans: Vec<String>,
     /// Kept by someone else (cert-manager): read, never written, and renewed by its keeper.
     pub external: bool,
+    /// The object whose deletion deletes the Secret (the webhook registration), if any.
+    pub owner: Option<OwnerReference>,
 }
 
 impl CertSecret {
@@ -293,7 +313,13 @@ impl CertSecret {
             name: name.to_string(),
             sans: sans(service, namespace),
             external: false,
+            owner: None,
         }
+    }
+
+    /// The same Secret, deleted by garbage collection when `owner` is.
+    pub fn owned_by(self, owner: Option<OwnerReference>) -> Self {
+        CertSecret { owner, ..self }
     }
 
     /// The same Secret, kept by someone else (cert-manager): see [`obtain`].
@@ -375,10 +401,9 @@ async fn write(
         let stored = api.get_opt(name).await.map_err(kube_err)?;
         let Some(stored) = stored else {
             let bundle = issue(None, Renewal::All, sans, now)?;
-            match api
-                .create(&PostParams::default(), &secret(namespace, name, &bundle))
-                .await
-            {
+            let mut created = secret(namespace, name, &bundle);
+            created.metadata.owner_references = target.owner.clone().map(|o| vec![o]);
+            match api.create(&PostParams::default(), &created).await {
                 Ok(_) => {
                     info!(secret = %format!("{namespace}/{name}"), "webhook certificate created");
                     return Ok(bundle);
@@ -388,18 +413,31 @@ async fn write(
             }
         };
         let current = from_secret(&stored);
+        let adopt = lacks_owner(&stored, target.owner.as_ref());
         let (renewal, reason) = match (force, current.as_ref()) {
-            (Some(renewal), _) => (renewal, "renewal asked for"),
-            (None, None) => (Renewal::All, "the Secret lacks a key"),
+            (Some(renewal), _) => (Some(renewal), "renewal asked for"),
+            (None, None) => (Some(Renewal::All), "the Secret lacks a key"),
             (None, Some(bundle)) => match assess(bundle, sans, now) {
-                Assessment::Keep => return Ok(bundle.clone()),
-                Assessment::RenewServing(reason) => (Renewal::Serving, reason),
-                Assessment::RenewAll(reason) => (Renewal::All, reason),
+                Assessment::Keep if !adopt => return Ok(bundle.clone()),
+                Assessment::Keep => (None, "the Secret lacks its owner reference"),
+                Assessment::RenewServing(reason) => (Some(Renewal::Serving), reason),
+                Assessment::RenewAll(reason) => (Some(Renewal::All), reason),
             },
         };
-        let bundle = issue(current.as_ref(), renewal, sans, now)?;
+        let bundle = match (renewal, current.as_ref()) {
+            (None, Some(bundle)) => bundle.clone(),
+            (renewal, current) => issue(current, renewal.unwrap_or(Renewal::All), sans, now)?,
+        };
         let mut replacement = secret(namespace, name, &bundle);
         replacement.metadata.resource_version = stored.metadata.resource_version.clone();
+        replacement.metadata.owner_references = stored.metadata.owner_references.clone();
+        if let (true, Some(owner)) = (adopt, &target.owner) {
+            replacement
+                .metadata
+                .owner_references
+                .get_or_insert_with(Vec::new)
+                .push(owner.clone());
+        }
         replacement.metadata.labels = Some({
             let mut labels = stored.metadata.labels.clone().unwrap_or_default();
             labels.insert(MANAGED_BY_KEY.to_string(), MANAGED_BY_VALUE.to_string());
@@ -746,6 +784,22 @@ mod tests {
         ));
         let renewed = issue(Some(&garbage), Renewal::Serving, &names(), now()).unwrap();
         assert_eq!(assess(&renewed, &names(), now()), Assessment::Keep);
+    }
+
+    #[test]
+    fn a_secret_without_its_owner_reference_is_adopted_once() {
+        let owner = OwnerReference {
+            api_version: "admissionregistration.k8s.io/v1".into(),
+            kind: "ValidatingWebhookConfiguration".into(),
+            name: "guard".into(),
+            uid: "u1".into(),
+            ..OwnerReference::default()
+        };
+        let mut stored = secret("ns", "s", &fresh_bundle());
+        assert!(!lacks_owner(&stored, None), "no owner wanted");
+        assert!(lacks_owner(&stored, Some(&owner)));
+        stored.metadata.owner_references = Some(vec![owner.clone()]);
+        assert!(!lacks_owner(&stored, Some(&owner)));
     }
 
     #[test]

@@ -11,12 +11,14 @@
 //! nothing at all during a Lease hand-over) for no gain in safety. The record's `restartedAt`
 //! also dates the deny for every replica, so the timeout holds whichever replica answers.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::routing::post;
 use axum::{Json, Router};
 use jiff::Timestamp;
@@ -30,7 +32,7 @@ use tracing::{debug, info, warn};
 use super::InterceptMetrics;
 use super::decide::{self, AllowReason, Eviction, Facts, Hold, Verdict};
 use super::denials::{Denials, Key, Skips};
-use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, TIMEOUT};
+use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, RATE_LIMITED, TIMEOUT};
 use super::review::{self, Parsed};
 use crate::k8s::signals::Signal;
 use crate::k8s::workload::{self, SkipReason};
@@ -91,6 +93,8 @@ pub struct InterceptState {
     pub actions: Arc<dyn Actions>,
     /// True once every cache holds its first list; until then every eviction is allowed.
     pub synced: Arc<AtomicBool>,
+    /// The rate limit per client address; over it, reviews are allowed untouched.
+    pub limiter: Arc<super::limit::ReviewLimiter>,
 }
 
 /// The webhook's routes.
@@ -102,9 +106,14 @@ pub fn router(state: InterceptState) -> Router {
 
 async fn review_eviction(
     State(state): State<InterceptState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     body: Bytes,
 ) -> Json<AdmissionReview<DynamicObject>> {
     let started = Instant::now();
+    let client = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    if !state.limiter.allow(client) {
+        return Json(state.over_the_limit(&body));
+    }
     // A node whose disruption was seen a moment ago may not have its pods listed yet (a drain
     // cordons and evicts at once): wait for them, briefly, so its pods are known.
     state.stores.pods.nodes_settled(NODE_PODS_SETTLE).await;
@@ -117,6 +126,19 @@ async fn review_eviction(
 }
 
 impl InterceptState {
+    /// The answer to a review over the rate limit: allowed, nothing looked at or started.
+    pub fn over_the_limit(&self, body: &[u8]) -> AdmissionReview<DynamicObject> {
+        self.metrics.reviews.inc();
+        self.metrics.allow(RATE_LIMITED);
+        debug!("allowing a review over the rate limit");
+        match review::parse(body) {
+            Ok(Parsed::Eviction { request, .. } | Parsed::Other(request)) => {
+                review::allow(&request)
+            }
+            Err(malformed) => review::allow_unreadable(&malformed),
+        }
+    }
+
     /// The answer to one review body.
     pub fn answer(&self, body: &[u8], now: Timestamp) -> AdmissionReview<DynamicObject> {
         let metrics = &self.metrics;

@@ -106,6 +106,7 @@ fn fixture(strategy: Value, opted_out_namespace: bool) -> Fixture {
         metrics: Arc::default(),
         actions: actions.clone(),
         synced: Arc::new(AtomicBool::new(true)),
+        limiter: Arc::new(super::super::limit::ReviewLimiter::new(0, 1)),
     };
     Fixture { state, actions }
 }
@@ -141,10 +142,22 @@ fn body(version: &str, name: &str, delete_options: Value, dry_run: bool) -> Vec<
 }
 
 async fn post(state: &InterceptState, body: Vec<u8>) -> Value {
-    let request = Request::post(PATH)
+    post_from(state, body, None).await
+}
+
+/// As [`post`], from client address `peer` (as the HTTPS server hands it on) when given.
+async fn post_from(
+    state: &InterceptState,
+    body: Vec<u8>,
+    peer: Option<std::net::SocketAddr>,
+) -> Value {
+    let mut request = Request::post(PATH)
         .header("content-type", "application/json")
         .body(Body::from(body))
         .unwrap();
+    if let Some(peer) = peer {
+        request.extensions_mut().insert(ConnectInfo(peer));
+    }
     let response = router(state.clone()).oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
@@ -309,6 +322,56 @@ async fn past_the_timeout_the_eviction_is_allowed_and_reported_once() {
     );
     assert!(
         out.contains("intercept_allowed_total{reason=\"timeout\"} 2\n"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_over_the_rate_limit_is_allowed_untouched_and_counted() {
+    let mut f = fixture(rolling(), false);
+    f.state.limiter = Arc::new(super::super::limit::ReviewLimiter::new(1, 1));
+    let forger: std::net::SocketAddr = "10.1.2.3:40000".parse().unwrap();
+    let options = json!({"preconditions": {"uid": "pod-uid"}});
+    let first = post_from(
+        &f.state,
+        body("v1", "web-abc", options.clone(), false),
+        Some(forger),
+    )
+    .await;
+    assert_eq!(
+        first["allowed"], false,
+        "within the limit the eviction is held"
+    );
+    f.actions.rollouts.lock().unwrap().clear();
+    f.state
+        .denials
+        .forget(&("deploy-uid".to_string(), "node-uid".to_string()));
+    let second = post_from(
+        &f.state,
+        body("v1", "web-abc", options.clone(), false),
+        Some(forger),
+    )
+    .await;
+    assert_eq!(second["allowed"], true, "over the limit: fail open");
+    assert_eq!(second["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert!(
+        f.actions.rollouts.lock().unwrap().is_empty(),
+        "nothing is set going over the limit"
+    );
+    let apiserver: std::net::SocketAddr = "10.0.0.1:50000".parse().unwrap();
+    let other = post_from(
+        &f.state,
+        body("v1", "web-abc", options, false),
+        Some(apiserver),
+    )
+    .await;
+    assert_eq!(
+        other["allowed"], false,
+        "another address has its own bucket"
+    );
+    let out = metrics(&f.state);
+    assert!(
+        out.contains("intercept_allowed_total{reason=\"rate_limited\"} 1\n"),
         "{out}"
     );
 }

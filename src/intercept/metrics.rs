@@ -33,9 +33,11 @@ pub const MALFORMED: &str = "malformed";
 pub const NOT_SYNCED: &str = "not_synced";
 /// Allowed because the namespace is outside `--namespaces`.
 pub const OUT_OF_SCOPE: &str = "out_of_scope";
+/// Allowed untouched because its client address is over `--intercept-rate-limit` (fail open).
+pub const RATE_LIMITED: &str = "rate_limited";
 
-/// Every `reason` of `intercept_allowed_total`: each `AllowReason` label, then the four above.
-pub const REASONS: [&str; 26] = [
+/// Every `reason` of `intercept_allowed_total`: each `AllowReason` label, then the five above.
+pub const REASONS: [&str; 27] = [
     "pod_gone",
     "uid_mismatch",
     "terminating",
@@ -62,6 +64,7 @@ pub const REASONS: [&str; 26] = [
     MALFORMED,
     NOT_SYNCED,
     OUT_OF_SCOPE,
+    RATE_LIMITED,
 ];
 
 /// Every `result` of `intercept_rollouts_total`: made, already made (by this or another

@@ -8,6 +8,7 @@
 //! - [`review`]: the AdmissionReview wire format, in and out;
 //! - [`handler`]: `POST /evictions`, answered from the caches ([`handler::router`]);
 //! - [`denials`]: what this replica remembers of the evictions it held back;
+//! - [`limit`]: the rate limit per client address (over it: allowed untouched);
 //! - [`act`]: what a deny sets going beside the answer — the shared rollout, Events, the wait
 //!   for the old pod;
 //! - [`certs`]: the serving certificate and its CA, kept in a Secret all replicas share;
@@ -20,6 +21,7 @@ pub mod certs;
 pub mod decide;
 pub mod denials;
 pub mod handler;
+pub mod limit;
 mod metrics;
 pub mod registration;
 pub mod review;
@@ -86,6 +88,23 @@ pub struct InterceptArgs {
     )]
     pub intercept_service_port: u16,
 
+    /// Reviews per second each client address may send on average; over the limit a review
+    /// is allowed without being looked at (fail open, counted). 0 turns the limit off.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_RATE_LIMIT",
+        default_value_t = 200
+    )]
+    pub intercept_rate_limit: u32,
+
+    /// Reviews each client address may send in a burst.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_RATE_BURST",
+        default_value_t = 1000
+    )]
+    pub intercept_rate_burst: u32,
+
     /// Secret holding the webhook's serving certificate and CA (created and renewed here).
     #[arg(
         long,
@@ -98,6 +117,12 @@ pub struct InterceptArgs {
     /// it (again every 5 minutes), never write it.
     #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_EXTERNAL_CERTIFICATE")]
     pub intercept_external_certificate: bool,
+
+    /// Create the whole ValidatingWebhookConfiguration (server-side apply) instead of only
+    /// patching the caBundle of the one the chart installs. For local runs with an admin
+    /// kubeconfig (`make run`); the chart's RBAC does not allow it.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_CREATE_WEBHOOK")]
+    pub intercept_create_webhook: bool,
 
     /// Name of the ValidatingWebhookConfiguration the operator keeps.
     #[arg(
@@ -178,6 +203,10 @@ where
         metrics,
         actions: Arc::new(actor),
         synced: synced.clone(),
+        limiter: Arc::new(limit::ReviewLimiter::new(
+            args.intercept_rate_limit,
+            args.intercept_rate_burst,
+        )),
     };
     let sync = {
         let runtime = runtime.clone();

@@ -5,6 +5,13 @@
 //! server-side apply under the operator's field manager; [`own_username`] asks the API server
 //! who the operator is (its own evictions are exempt); [`remove`] is for an uninstall step.
 //!
+//! Who creates it: in a cluster the chart does (a template with the same content as [`build`],
+//! `tests/chart.rs` keeps them equal), and the operator only publishes its CA in `caBundle`
+//! ([`Upkeep::CaBundle`], [`ca_bundle_patch`]), so its RBAC needs no `create` on
+//! `validatingwebhookconfigurations`, only `get` and `patch` of that one name. Outside Helm
+//! (`make run` with an admin kubeconfig) `--intercept-create-webhook` has the operator apply
+//! the whole object itself ([`Upkeep::Whole`]).
+//!
 //! What the object says, and why:
 //! - `failurePolicy: Ignore`: while the operator is down or unreachable, evictions go on as if
 //!   it were not installed (fail open). For the same reason the operator does not remove the
@@ -29,7 +36,9 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, OwnerReference,
+};
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
@@ -44,6 +53,10 @@ pub const NAME: &str = "disruption-guard";
 pub const WEBHOOK: &str = "evictions.disruption-guard.io";
 /// Path the API server posts `AdmissionReview`s to.
 pub const PATH: &str = "/evictions";
+/// Field manager of the `caBundle` patch ([`Upkeep::CaBundle`]). Not [`FIELD_MANAGER`], which
+/// applied the whole registration in earlier versions: an apply of only the `caBundle` under
+/// that manager would drop every other field it owned.
+pub const CA_BUNDLE_FIELD_MANAGER: &str = "disruption-guard-webhook";
 /// Seconds the API server waits for an answer before it ignores the webhook.
 pub const DEFAULT_TIMEOUT_SECONDS: i32 = 5;
 
@@ -192,6 +205,76 @@ pub async fn apply(
     )
     .await?;
     Ok(())
+}
+
+/// How the operator keeps the registration current.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upkeep {
+    /// The registration `name` exists (the chart installs it): only its `caBundle` is patched.
+    CaBundle { name: String },
+    /// The operator applies the whole registration (`--intercept-create-webhook`: local runs
+    /// with an admin kubeconfig).
+    Whole(Registration),
+}
+
+impl Upkeep {
+    /// Name of the `ValidatingWebhookConfiguration`.
+    pub fn name(&self) -> &str {
+        match self {
+            Upkeep::CaBundle { name } => name,
+            Upkeep::Whole(registration) => &registration.name,
+        }
+    }
+
+    /// Publishes `ca_bundle` (PEM) in the registration, server-side applied (forced: the
+    /// operator owns the fields it sets) by [`CA_BUNDLE_FIELD_MANAGER`] or, for the whole
+    /// registration, [`FIELD_MANAGER`]. A registration that is
+    /// gone is not re-created in [`Upkeep::CaBundle`] mode: the patch fails (403 or 404).
+    pub async fn publish(&self, client: &Client, ca_bundle: &str) -> Result<(), kube::Error> {
+        match self {
+            Upkeep::Whole(registration) => apply(client, registration, ca_bundle).await,
+            Upkeep::CaBundle { name } => {
+                let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+                api.patch(
+                    name,
+                    &PatchParams::apply(CA_BUNDLE_FIELD_MANAGER).force(),
+                    &Patch::Apply(&ca_bundle_patch(name, ca_bundle)),
+                )
+                .await
+                .map(drop)
+            }
+        }
+    }
+
+    /// An owner reference to the registration as it exists now, for objects that must go when
+    /// it goes (the certificate Secret: `helm uninstall` deletes the registration, garbage
+    /// collection the Secret). `None` when it does not exist.
+    pub async fn owner(&self, client: &Client) -> Result<Option<OwnerReference>, kube::Error> {
+        let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+        Ok(api.get_opt(self.name()).await?.and_then(|config| {
+            Some(OwnerReference {
+                api_version: "admissionregistration.k8s.io/v1".to_string(),
+                kind: "ValidatingWebhookConfiguration".to_string(),
+                name: config.metadata.name?,
+                uid: config.metadata.uid?,
+                ..OwnerReference::default()
+            })
+        }))
+    }
+}
+
+/// The server-side apply body that sets only the `caBundle` of [`WEBHOOK`] in the registration
+/// `name`: `webhooks` is a list keyed by `name`, so every other field stays the chart's.
+pub fn ca_bundle_patch(name: &str, ca_bundle: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": WEBHOOK,
+            "clientConfig": {"caBundle": ByteString(ca_bundle.as_bytes().to_vec())},
+        }],
+    })
 }
 
 /// Deletes the registration `name` (absent is fine). For an uninstall step: the operator never
@@ -367,6 +450,19 @@ mod tests {
         assert_eq!(
             exempt_user(Some("system:serviceaccount:guard:disruption-guard")),
             Some("system:serviceaccount:guard:disruption-guard")
+        );
+    }
+
+    #[test]
+    fn the_ca_bundle_patch_names_only_the_webhook_and_its_ca() {
+        let patch = ca_bundle_patch("guard", CA);
+        assert_eq!(patch["metadata"], serde_json::json!({"name": "guard"}));
+        let webhooks = patch["webhooks"].as_array().unwrap();
+        assert_eq!(webhooks.len(), 1);
+        assert_eq!(webhooks[0]["name"], WEBHOOK);
+        assert_eq!(
+            webhooks[0]["clientConfig"],
+            serde_json::json!({"caBundle": serde_json::to_value(ByteString(CA.as_bytes().to_vec())).unwrap()})
         );
     }
 

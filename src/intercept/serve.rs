@@ -1,7 +1,8 @@
 //! Starting the webhook as the operator runs it: bind the HTTPS port, make sure the serving
 //! certificate exists ([`certs`]; or read it from a Secret cert-manager keeps, with
-//! `--intercept-external-certificate`), register the webhook with its CA ([`registration`]), then
-//! serve the router ([`tls`]) and keep the certificate and registration current.
+//! `--intercept-external-certificate`), publish its CA in the registration the chart installed
+//! (or, with `--intercept-create-webhook`, apply the whole registration: [`registration`]),
+//! then serve the router ([`tls`]) and keep the certificate and registration current.
 //!
 //! In a cluster the API server reaches the webhook through the operator's Service; outside one
 //! (`make run` against the local test cluster) through a loopback URL on the port actually
@@ -21,7 +22,7 @@ use tracing::{info, warn};
 
 use super::InterceptArgs;
 use super::certs::CertSecret;
-use super::registration::{self, Endpoint, Registration};
+use super::registration::{self, Endpoint, Registration, Upkeep};
 use super::tls;
 use crate::runtime::Runtime;
 
@@ -59,7 +60,7 @@ pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> any
         secret = secret.kept_elsewhere();
     }
     let shutdown = runtime.shutdown.clone();
-    let (registration, resolver, bundle) = loop {
+    let (registration, secret, resolver, bundle) = loop {
         match set_up(&runtime, &args, endpoint.clone(), &secret).await {
             Ok(ready) => break ready,
             Err(err) => {
@@ -71,7 +72,7 @@ pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> any
             }
         }
     };
-    info!(port, webhook = %registration.name, ?endpoint, "eviction webhook registered and serving");
+    info!(port, webhook = %registration.name(), ?endpoint, "eviction webhook registered and serving");
     tokio::join!(
         tls::serve_on(listener, router, resolver.clone(), shutdown.clone()),
         tls::keep_current(
@@ -87,23 +88,48 @@ pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> any
     Ok(())
 }
 
-/// The registration, with the certificate it trusts loaded and applied.
+/// How the registration is kept, the Secret (owned by the registration the chart installed),
+/// and the certificate the registration trusts, loaded and published.
 async fn set_up(
     runtime: &Runtime,
     args: &InterceptArgs,
     endpoint: Endpoint,
     secret: &CertSecret,
 ) -> anyhow::Result<(
-    Registration,
+    Upkeep,
+    CertSecret,
     std::sync::Arc<tls::CertResolver>,
     super::certs::Bundle,
 )> {
-    let me = registration::own_username(&runtime.client)
-        .await
-        .context("asking the API server who the operator is (SelfSubjectReview)")?;
-    let exempt = registration::exempt_user(me.as_deref()).map(str::to_string);
-    let mut registration = Registration::new(endpoint, exempt, runtime.namespaces.to_vec());
-    registration.name = args.intercept_webhook.clone();
-    let (resolver, bundle) = tls::load(&runtime.client, secret, Some(&registration)).await?;
-    Ok((registration, resolver, bundle))
+    let upkeep = if args.intercept_create_webhook {
+        let me = registration::own_username(&runtime.client)
+            .await
+            .context("asking the API server who the operator is (SelfSubjectReview)")?;
+        let exempt = registration::exempt_user(me.as_deref()).map(str::to_string);
+        let mut registration = Registration::new(endpoint, exempt, runtime.namespaces.to_vec());
+        registration.name = args.intercept_webhook.clone();
+        Upkeep::Whole(registration)
+    } else {
+        Upkeep::CaBundle {
+            name: args.intercept_webhook.clone(),
+        }
+    };
+    let secret = match &upkeep {
+        // Its own registration is not the chart's: the Secret is left for whoever runs it.
+        Upkeep::Whole(_) => secret.clone(),
+        Upkeep::CaBundle { name } => {
+            let owner = upkeep
+                .owner(&runtime.client)
+                .await
+                .with_context(|| format!("reading the webhook registration {name}"))?;
+            anyhow::ensure!(
+                owner.is_some(),
+                "the webhook registration {name} does not exist: the chart installs it \
+                 (or run with --intercept-create-webhook and an admin kubeconfig)"
+            );
+            secret.clone().owned_by(owner)
+        }
+    };
+    let (resolver, bundle) = tls::load(&runtime.client, &secret, Some(&upkeep)).await?;
+    Ok((upkeep, secret, resolver, bundle))
 }

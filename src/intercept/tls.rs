@@ -34,7 +34,7 @@ use tower::ServiceExt as _;
 use tracing::{debug, info, warn};
 
 use super::certs::{self, Bundle};
-use super::registration::{self, Registration};
+use super::registration::Upkeep;
 
 /// How often [`keep_current`] re-reads the Secret, in production: renewals happen a month
 /// before expiry, so minutes are plenty.
@@ -234,11 +234,12 @@ async fn connection(
 pub async fn load(
     client: &Client,
     secret: &certs::CertSecret,
-    registration: Option<&Registration>,
+    registration: Option<&Upkeep>,
 ) -> anyhow::Result<(Arc<CertResolver>, Bundle)> {
     let bundle = certs::obtain(client, secret).await?;
     if let Some(registration) = registration {
-        registration::apply(client, registration, &bundle.ca_bundle)
+        registration
+            .publish(client, &bundle.ca_bundle)
             .await
             .context("registering the eviction webhook")?;
     }
@@ -251,7 +252,7 @@ pub async fn load(
 pub async fn keep_current(
     client: Client,
     secret: certs::CertSecret,
-    registration: Option<Registration>,
+    registration: Option<Upkeep>,
     resolver: Arc<CertResolver>,
     mut current: Bundle,
     every: Duration,
@@ -288,15 +289,17 @@ pub async fn keep_current(
 pub async fn refresh(
     client: &Client,
     secret: &certs::CertSecret,
-    registration: Option<&Registration>,
+    registration: Option<&Upkeep>,
     resolver: &CertResolver,
     current: &mut Bundle,
 ) -> anyhow::Result<()> {
     let stored = certs::obtain(client, secret).await?;
     let ca_changed = stored.ca_bundle != current.ca_bundle;
     let registered = match registration {
-        // Every time, not only on a change: a deleted or edited registration comes back.
-        Some(registration) => registration::apply(client, registration, &stored.ca_bundle)
+        // Every time, not only on a change: an edited caBundle comes back (and, with
+        // `--intercept-create-webhook`, a deleted registration).
+        Some(registration) => registration
+            .publish(client, &stored.ca_bundle)
             .await
             .context("registering the eviction webhook"),
         None => Ok(()),

@@ -1,5 +1,5 @@
-//! Runs the operator with exactly the chart's RBAC: renders the chart's ServiceAccount and
-//! RBAC templates into the test cluster, mints a token for that ServiceAccount (TokenRequest,
+//! Runs the operator with exactly the chart's RBAC: renders the chart's ServiceAccount, RBAC
+//! and admission policy templates into the test cluster, mints a token for that ServiceAccount (TokenRequest,
 //! via `kubectl create token`) and writes a kubeconfig that uses it. A test that passes with
 //! this kubeconfig proves the chart grants enough; a missing verb fails it with a 403.
 
@@ -28,9 +28,15 @@ pub fn fullname(ns: &str) -> String {
 }
 
 impl ChartIdentity {
-    /// Installs the chart's ServiceAccount and RBAC (the operator's, and the ClusterRoles for
-    /// users of windows) as release `dg-<ns>` in `ns`.
+    /// Installs the chart's ServiceAccount, RBAC (the operator's, and the ClusterRoles for
+    /// users of windows) and the admission policy on the operator's writes as release
+    /// `dg-<ns>` in `ns`.
     pub fn install(ns: &str) -> ChartIdentity {
+        Self::install_with(ns, &[])
+    }
+
+    /// As [`ChartIdentity::install`], with more `helm template` arguments (`--set …`).
+    pub fn install_with(ns: &str, values: &[&str]) -> ChartIdentity {
         let release = format!("dg-{}", &ns[ns.len().saturating_sub(8)..]);
         let out = Command::new(helm())
             .args([
@@ -48,7 +54,10 @@ impl ChartIdentity {
                 "templates/rbac.yaml",
                 "--show-only",
                 "templates/user-roles.yaml",
+                "--show-only",
+                "templates/admission-policy.yaml",
             ])
+            .args(values)
             .arg(super::repo_root().join("charts/disruption-guard"))
             .output()
             .expect("helm template");

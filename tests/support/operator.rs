@@ -4,10 +4,11 @@
 //! The eviction webhook is off unless a test asks for it ([`Operator::intercepting`]): the
 //! other tests watch one component at a time. When on, the operator runs as the chart's
 //! ServiceAccount with exactly the chart's RBAC (the webhook leaves out its own user's
-//! evictions, so it must not be the test's user) and registers its own
-//! `ValidatingWebhookConfiguration` (named as the chart names it, evictions of its namespace
-//! only) on a port of its own, with its certificate Secret in its namespace; the registration
-//! is deleted when the handle drops.
+//! evictions, so it must not be the test's user). The harness creates the
+//! `ValidatingWebhookConfiguration` as the chart would (named as the chart names it, evictions
+//! of its namespace only, its ServiceAccount exempt), but reaching the operator on a loopback
+//! port of its own; the operator publishes its CA in it, with its certificate Secret in its
+//! namespace. The registration is deleted when the handle drops (and the Secret with it).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -127,6 +128,9 @@ impl Operator {
         if !extra.iter().any(|a| a.starts_with("--intercept-secret=")) {
             args.push(format!("--intercept-secret={name}-webhook-tls"));
         }
+        let port = free_port();
+        create_registration(ns, &name, namespaces, port).await;
+        args.push(format!("--intercept-port={port}"));
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut op = Self::start_as(ns, args, identity.kubeconfig.clone()).await;
         op.webhook = Some(name);
@@ -215,6 +219,11 @@ impl Operator {
         if !args.iter().any(|a| a.starts_with("--intercept=")) {
             args.push("--intercept=false".to_string());
         }
+        // A port chosen by the caller (the registration names it), passed on by `respawn`.
+        let intercept_port = match args.iter().position(|a| a.starts_with("--intercept-port=")) {
+            Some(i) => args.remove(i)["--intercept-port=".len()..].parse().unwrap(),
+            None => free_port(),
+        };
         let mut op = Operator {
             child: None,
             api: format!("http://127.0.0.1:{api_port}"),
@@ -225,7 +234,7 @@ impl Operator {
             kubeconfig,
             api_port,
             admin_port,
-            intercept_port: free_port(),
+            intercept_port,
             webhook: None,
             _identity: None,
         };
@@ -429,6 +438,38 @@ impl Drop for Operator {
                 .output();
         }
     }
+}
+
+/// Creates the webhook registration `name` as the chart's template does (its ServiceAccount
+/// `name` in `ns` exempt, only `namespaces` sent when given), reaching the operator on
+/// loopback `port`, without a CA bundle: the operator publishes it. Created by a field manager
+/// of its own, as Helm's.
+pub async fn create_registration(ns: &str, name: &str, namespaces: Option<&str>, port: u16) {
+    use disruption_guard::intercept::registration::{self, Endpoint, Registration};
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let mut config = registration::build(
+        &Registration {
+            name: name.to_string(),
+            ..Registration::new(
+                Endpoint::Loopback { port },
+                Some(format!("system:serviceaccount:{ns}:{name}")),
+                namespaces.map(str::to_string).into_iter().collect(),
+            )
+        },
+        "",
+    );
+    for webhook in config.webhooks.iter_mut().flatten() {
+        webhook.client_config.ca_bundle = None;
+    }
+    let api: kube::Api<ValidatingWebhookConfiguration> = kube::Api::all(super::client().await);
+    let _ = api.delete(name, &Default::default()).await;
+    let params = kube::api::PostParams {
+        field_manager: Some("test-harness".into()),
+        ..Default::default()
+    };
+    api.create(&params, &config)
+        .await
+        .expect("creating the webhook registration");
 }
 
 /// The port of the test cluster's API server, from the kubeconfig's `server:` URL.
