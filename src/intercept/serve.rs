@@ -1,7 +1,8 @@
 //! Starting the webhook as the operator runs it: bind the HTTPS port, make sure the serving
 //! certificate exists ([`certs`]; or read it from a Secret cert-manager keeps, with
 //! `--intercept-external-certificate`), register the webhook with its CA ([`registration`]), then
-//! serve the router ([`tls`]) and keep the certificate and registration current.
+//! serve the router ([`tls`]) and keep the certificate and registration current, and read the
+//! registration back for the `intercept_registered` gauge ([`health`](super::health)).
 //!
 //! In a cluster the API server reaches the webhook through the operator's Service; outside one
 //! (`make run` against the local test cluster) through a loopback URL on the port actually
@@ -21,6 +22,7 @@ use tracing::{info, warn};
 
 use super::InterceptArgs;
 use super::certs::CertSecret;
+use super::health::WebhookHealth;
 use super::registration::{self, Endpoint, Registration};
 use super::tls;
 use crate::runtime::Runtime;
@@ -29,7 +31,12 @@ use crate::runtime::Runtime;
 const RETRY: Duration = Duration::from_secs(10);
 
 /// Serves `router` as the eviction webhook until shutdown.
-pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> anyhow::Result<()> {
+pub async fn serve(
+    runtime: Runtime,
+    args: InterceptArgs,
+    router: Router,
+    health: std::sync::Arc<WebhookHealth>,
+) -> anyhow::Result<()> {
     let in_cluster = registration::in_cluster();
     let ip = if in_cluster {
         Ipv4Addr::UNSPECIFIED
@@ -72,7 +79,9 @@ pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> any
         }
     };
     info!(port, webhook = %registration.name, ?endpoint, "eviction webhook registered and serving");
+    health.attach(resolver.clone(), endpoint, registration.name.clone());
     tokio::join!(
+        health.watch(runtime.client.clone(), shutdown.clone()),
         tls::serve_on(listener, router, resolver.clone(), shutdown.clone()),
         tls::keep_current(
             runtime.client.clone(),
