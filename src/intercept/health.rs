@@ -280,11 +280,20 @@ impl WebhookHealth {
         };
         let api: Api<ValidatingWebhookConfiguration> = Api::all(client);
         let mut last = None;
+        let mut last_error = None;
         loop {
             let seen = match api.get_opt(&source.name).await {
-                Ok(config) => Seen::Read(config.map(Box::new)),
+                Ok(config) => {
+                    last_error = None;
+                    Seen::Read(config.map(Box::new))
+                }
                 Err(err) => {
-                    warn!(webhook = %source.name, error = %err, "reading the eviction webhook registration");
+                    // Once per distinct error, not every 15 s.
+                    let text = err.to_string();
+                    if last_error.as_ref() != Some(&text) {
+                        warn!(webhook = %source.name, error = %text, "reading the eviction webhook registration");
+                        last_error = Some(text);
+                    }
                     Seen::Unreadable
                 }
             };
