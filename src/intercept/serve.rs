@@ -78,8 +78,8 @@ pub async fn serve(
             }
         }
     };
+    health.attach(resolver.clone(), endpoint.clone(), registration.name.clone());
     info!(port, webhook = %registration.name, ?endpoint, "eviction webhook registered and serving");
-    health.attach(resolver.clone(), endpoint, registration.name.clone());
     tokio::join!(
         health.watch(runtime.client.clone(), shutdown.clone()),
         tls::serve_on(listener, router, resolver.clone(), shutdown.clone()),
