@@ -78,7 +78,11 @@ pub async fn serve(
             }
         }
     };
-    health.attach(resolver.clone(), endpoint.clone(), registration.name.clone());
+    health.attach(
+        resolver.clone(),
+        endpoint.clone(),
+        registration.name.clone(),
+    );
     info!(port, webhook = %registration.name, ?endpoint, "eviction webhook registered and serving");
     tokio::join!(
         health.watch(runtime.client.clone(), shutdown.clone()),
