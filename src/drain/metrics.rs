@@ -110,6 +110,9 @@ pub struct DrainMetrics {
     pub signal_to_rollout: Histogram,
     /// How long each pass over a disrupted node took, and whether a rollout in it failed.
     pub passes: Reconciles,
+    /// Pods deleted from nodes being disrupted after an eviction through the Eviction API
+    /// (counted by the pod cache: `Pods::count_evictions`).
+    pub pods_evicted: Counter,
 }
 
 impl Default for DrainMetrics {
@@ -128,6 +131,7 @@ impl DrainMetrics {
             skips: Family::default(),
             signal_to_rollout: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             passes,
+            pods_evicted: Counter::default(),
         };
         for decision in DECISIONS {
             drop(metrics.decisions.get_or_create(&DecisionLabel { decision }));
@@ -164,6 +168,11 @@ impl DrainMetrics {
             "drain_signal_to_rollout_seconds",
             "Seconds from a node's disruption signal to the rollout patch",
             self.signal_to_rollout.clone(),
+        );
+        registry.register(
+            "drain_pods_evicted",
+            "Pods deleted from nodes being disrupted after an eviction through the Eviction API",
+            self.pods_evicted.clone(),
         );
     }
 

@@ -1,6 +1,7 @@
 //! Metrics of the eviction interception: evictions reviewed, denied, allowed by reason,
 //! intercepts that hit the timeout, rollouts by result, the seconds from the first deny to the
-//! old pod gone, and how long an answer takes.
+//! old pod gone, and how long an answer takes; and the webhook's health (registered, and its
+//! certificate's expiry), computed at scrape time by [`WebhookHealth`].
 //!
 //! Every `reason` and `result` series exists from registration on (at 0), so `rate()` and
 //! `increase()` see the first one.
@@ -10,6 +11,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use super::health::WebhookHealth;
 
 /// Label of `intercept_allowed_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -95,6 +98,8 @@ pub struct InterceptMetrics {
     pub deny_to_gone: Histogram,
     /// Seconds to answer one review.
     pub answer: Histogram,
+    /// `intercept_registered` and the certificate's expiry, computed at scrape time.
+    pub health: std::sync::Arc<WebhookHealth>,
 }
 
 impl Default for InterceptMetrics {
@@ -107,6 +112,7 @@ impl Default for InterceptMetrics {
             rollouts: Family::default(),
             deny_to_gone: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             answer: Histogram::new(exponential_buckets(0.0001, 2.0, 14)),
+            health: std::sync::Arc::default(),
         };
         for reason in REASONS {
             drop(metrics.allowed.get_or_create(&ReasonLabel { reason }));
@@ -121,6 +127,7 @@ impl Default for InterceptMetrics {
 impl InterceptMetrics {
     /// Registers every family with the operator's registry.
     pub fn register(&self, registry: &mut Registry) {
+        registry.register_collector(Box::new(self.health.clone()));
         registry.register(
             "intercept_reviews",
             "Eviction reviews the interception webhook received",

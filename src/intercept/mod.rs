@@ -14,6 +14,8 @@
 //! - [`certs`]: the serving certificate and its CA, kept in a Secret all replicas share;
 //! - [`tls`]: the HTTPS server, whose certificate is swapped without a restart;
 //! - [`registration`]: the `ValidatingWebhookConfiguration` that sends evictions here;
+//! - [`health`]: whether that registration would have the API server call this webhook, and
+//!   when the served certificate expires (gauges computed at scrape time);
 //! - [`serve`]: the three together, as the operator starts them.
 
 pub mod act;
@@ -21,6 +23,7 @@ pub mod certs;
 pub mod decide;
 pub mod denials;
 pub mod handler;
+pub mod health;
 pub mod limit;
 mod metrics;
 pub mod registration;
@@ -164,6 +167,7 @@ where
         return Ok(());
     }
     runtime.ready.register(READY_GATE);
+    metrics.health.enable();
     let (namespaces, namespace_task) = caches::read_only(
         "namespaces",
         Api::<PartialObjectMeta<Namespace>>::all(runtime.client.clone()),

@@ -2,7 +2,8 @@
 //! certificate exists ([`certs`]; or read it from a Secret cert-manager keeps, with
 //! `--intercept-external-certificate`), publish its CA in the registration the chart installed
 //! (or, with `--intercept-create-webhook`, apply the whole registration: [`registration`]),
-//! then serve the router ([`tls`]) and keep the certificate and registration current.
+//! then serve the router ([`tls`]) and keep the certificate and registration current, and read the
+//! registration back for the `intercept_registered` gauge ([`health`](super::health)).
 //!
 //! In a cluster the API server reaches the webhook through the operator's Service; outside one
 //! (`make run` against the local test cluster) through a loopback URL on the port actually
@@ -22,6 +23,7 @@ use tracing::{info, warn};
 
 use super::InterceptArgs;
 use super::certs::CertSecret;
+use super::health::WebhookHealth;
 use super::registration::{self, Endpoint, Registration, Upkeep};
 use super::tls;
 use crate::runtime::Runtime;
@@ -30,7 +32,12 @@ use crate::runtime::Runtime;
 const RETRY: Duration = Duration::from_secs(10);
 
 /// Serves `router` as the eviction webhook until shutdown.
-pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> anyhow::Result<()> {
+pub async fn serve(
+    runtime: Runtime,
+    args: InterceptArgs,
+    router: Router,
+    health: std::sync::Arc<WebhookHealth>,
+) -> anyhow::Result<()> {
     let in_cluster = registration::in_cluster();
     let ip = if in_cluster {
         Ipv4Addr::UNSPECIFIED
@@ -72,8 +79,14 @@ pub async fn serve(runtime: Runtime, args: InterceptArgs, router: Router) -> any
             }
         }
     };
+    health.attach(
+        resolver.clone(),
+        endpoint.clone(),
+        registration.name().to_string(),
+    );
     info!(port, webhook = %registration.name(), ?endpoint, "eviction webhook registered and serving");
     tokio::join!(
+        health.watch(runtime.client.clone(), shutdown.clone()),
         tls::serve_on(listener, router, resolver.clone(), shutdown.clone()),
         tls::keep_current(
             runtime.client.clone(),

@@ -120,6 +120,7 @@ mod tests {
             "disruption_guard_drain_skips_total{reason=\"too_many_replicas\"} 0",
             "disruption_guard_intercept_allowed_total{reason=\"timeout\"} 0",
             "disruption_guard_intercept_timeouts_total 0",
+            "disruption_guard_drain_pods_evicted_total 0",
             "disruption_guard_reconcile_duration_seconds_count{controller=\"window\",result=\"success\"} 0",
             "disruption_guard_reconcile_duration_seconds_count{controller=\"window\",result=\"error\"} 0",
             "disruption_guard_reconcile_duration_seconds_count{controller=\"drain\",result=\"success\"} 0",

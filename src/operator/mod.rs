@@ -149,6 +149,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         drain_tx.clone(),
         &args.drain.signals,
     );
+    // Evictions seen on draining nodes, against which the webhook's reviews are compared.
+    caches
+        .pods
+        .count_evictions(metrics.drain.pods_evicted.clone());
     // One limit for the API and the controller: `--max-ttl` of the window controller.
     let max_ttl = args.window.max_ttl;
     let contact = async {
@@ -199,7 +203,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             |router| crate::intercept::serve::serve(
                 runtime.clone(),
                 args.intercept.clone(),
-                router
+                router,
+                metrics.intercept.health.clone(),
             ),
         ),
     )?;

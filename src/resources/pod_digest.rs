@@ -20,6 +20,9 @@ use serde::Deserialize;
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// Pod condition the eviction interception reads (only its type and status are kept).
 pub const READY: &str = "Ready";
+/// Reason of the `DisruptionTarget` condition the API server sets on a pod the Eviction API
+/// evicts (after every admission webhook let the eviction through).
+pub const EVICTION_BY_EVICTION_API: &str = "EvictionByEvictionAPI";
 
 /// The fields of a Pod the window controller and the drain watcher read.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -107,6 +110,17 @@ impl PodDigest {
         }
     }
 
+    /// Whether the Eviction API evicted the pod: its `DisruptionTarget` condition is `True`
+    /// with reason `EvictionByEvictionAPI` (a plain delete, a preemption or a kubelet's own
+    /// eviction give no condition or another reason).
+    pub fn evicted_through_eviction_api(&self) -> bool {
+        self.status.conditions.iter().flatten().any(|c| {
+            c.type_ == DISRUPTION_TARGET
+                && c.status == "True"
+                && c.reason.as_deref() == Some(EVICTION_BY_EVICTION_API)
+        })
+    }
+
     /// The node the pod is bound to.
     pub fn node_name(&self) -> Option<&str> {
         self.spec.node_name.as_deref()
@@ -156,6 +170,27 @@ fn conditions(status: &DigestStatus) -> Option<Vec<PodCondition>> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_a_disruption_target_of_the_eviction_api_means_evicted_through_it() {
+        let with = |reason: &str, status: &str| -> PodDigest {
+            let mut pod: PodDigest = serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "shop"},
+                "status": {"conditions": [
+                    {"type": "Ready", "status": "True"},
+                    {"type": "DisruptionTarget", "status": status, "reason": reason}
+                ]}
+            }))
+            .unwrap();
+            pod.trim();
+            pod
+        };
+        assert!(with("EvictionByEvictionAPI", "True").evicted_through_eviction_api());
+        assert!(!with("EvictionByEvictionAPI", "False").evicted_through_eviction_api());
+        assert!(!with("PreemptionByScheduler", "True").evicted_through_eviction_api());
+        assert!(!with("DeletionByTaintManager", "True").evicted_through_eviction_api());
+        assert!(!PodDigest::default().evicted_through_eviction_api());
+    }
 
     fn full_pod() -> serde_json::Value {
         json!({

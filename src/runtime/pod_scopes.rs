@@ -10,6 +10,11 @@
 //!   cache serves from an index, as it does for every kubelet) until the disruption ends or the
 //!   node goes; their changes ask the drain watcher to look at the node again.
 //!
+//! A pod deleted from a node scope after the Eviction API evicted it
+//! ([`PodDigest::evicted_through_eviction_api`]) is counted in the counter handed to
+//! [`Pods::count_evictions`] (the drain watcher's `drain_pods_evicted_total`): every such
+//! eviction passed the admission webhooks, so it tells whether the eviction webhook sees drains.
+//!
 //! A scope's first list is read from the API server's watch cache
 //! ([`list_from_watch_cache`]): a consistent one would wait tens of milliseconds for the cache
 //! to catch up with etcd, on the way from a node's disruption to its rollout and from a
@@ -25,7 +30,7 @@
 //! [`ChangeFeed`]: super::caches::ChangeFeed
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -34,6 +39,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -81,6 +87,8 @@ struct Inner {
     /// The drain watcher's triggers (node scopes).
     drain: UnboundedSender<NodeTrigger>,
     watches: RwLock<HashMap<Scope, ScopeWatch>>,
+    /// Pods of node scopes deleted after an eviction through the Eviction API.
+    evicted: Arc<OnceLock<Counter>>,
 }
 
 impl Pods {
@@ -98,6 +106,7 @@ impl Pods {
                 window,
                 drain,
                 watches: RwLock::default(),
+                evicted: Arc::default(),
             }),
         }
     }
@@ -108,6 +117,12 @@ impl Pods {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Scope, ScopeWatch>> {
         self.inner.watches.write().expect("pod scopes lock")
+    }
+
+    /// Counts in `counter` each pod of a node scope that is deleted after the Eviction API
+    /// evicted it (once per pod: on its deletion). The first counter given stays.
+    pub fn count_evictions(&self, counter: Counter) {
+        let _ = self.inner.evicted.set(counter);
     }
 
     /// Starts watching `scope` unless it is watched already.
@@ -254,14 +269,23 @@ impl Pods {
             ),
             Scope::Node(node) => {
                 let node = node.clone();
+                let evicted = inner.evicted.clone();
                 (
                     scoped::<PodDigest>(&inner.client, inner.limit.as_deref()),
                     list_from_watch_cache().fields(&format!("spec.nodeName={node}")),
                     None,
                     Box::new(move |event: &watcher::Event<PodDigest>| match event {
-                        watcher::Event::Apply(_)
-                        | watcher::Event::Delete(_)
-                        | watcher::Event::InitDone => Some(NodeTrigger::Node(node.clone())),
+                        watcher::Event::Delete(pod) => {
+                            if pod.evicted_through_eviction_api()
+                                && let Some(counter) = evicted.get()
+                            {
+                                counter.inc();
+                            }
+                            Some(NodeTrigger::Node(node.clone()))
+                        }
+                        watcher::Event::Apply(_) | watcher::Event::InitDone => {
+                            Some(NodeTrigger::Node(node.clone()))
+                        }
                         watcher::Event::Init | watcher::Event::InitApply(_) => None,
                     }),
                 )

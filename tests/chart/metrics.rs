@@ -48,6 +48,24 @@ fn exposition() -> String {
         .observe("POST", "/v1/namespaces/{namespace}/windows", 201, 0.02);
     m.kube_requests
         .observe("patch", Some(200), std::time::Duration::from_millis(8));
+    // The webhook's health gauges: exported with the interception on and a certificate served.
+    {
+        use disruption_guard::intercept::certs::{Renewal, issue, sans};
+        use disruption_guard::intercept::registration::Endpoint;
+        use disruption_guard::intercept::tls::CertResolver;
+        let bundle = issue(
+            None,
+            Renewal::All,
+            &sans("dg", "guard"),
+            jiff::Timestamp::now(),
+        )
+        .unwrap();
+        m.intercept.health.attach(
+            CertResolver::new(&bundle).unwrap(),
+            Endpoint::Loopback { port: 9443 },
+            "dg".into(),
+        );
+    }
     m.encode()
 }
 

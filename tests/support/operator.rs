@@ -147,6 +147,11 @@ impl Operator {
         op
     }
 
+    /// The port its eviction webhook listens on (loopback).
+    pub fn intercept_port(&self) -> u16 {
+        self.intercept_port
+    }
+
     /// The name of the webhook registration it keeps, when intercepting.
     pub fn webhook(&self) -> Option<&str> {
         self.webhook.as_deref()
