@@ -193,10 +193,7 @@ mod tests {
 
     #[test]
     fn the_longest_duration_is_gos_and_one_nanosecond_more_is_refused() {
-        assert_eq!(
-            parse(MAX_TEXT),
-            Ok(Duration::from_nanos(i64::MAX as u64))
-        );
+        assert_eq!(parse(MAX_TEXT), Ok(Duration::from_nanos(i64::MAX as u64)));
         assert!(parse("2562047h47m16.854775808s").is_err());
         assert!(parse("2562048h").is_err());
     }
@@ -215,8 +212,17 @@ mod tests {
         };
         assert_eq!(read("30m"), Duration::from_secs(1800));
         // What kube itself writes back (std's Debug format) reads the same.
-        assert_eq!(read(&kube::core::Duration::from(Duration::from_millis(1500)).to_string()), Duration::from_millis(1500));
-        for bad in ["94522879700260684295381835.4h", "1e400h", "abc", "-5m", "0s"] {
+        assert_eq!(
+            read(&kube::core::Duration::from(Duration::from_millis(1500)).to_string()),
+            Duration::from_millis(1500)
+        );
+        for bad in [
+            "94522879700260684295381835.4h",
+            "1e400h",
+            "abc",
+            "-5m",
+            "0s",
+        ] {
             assert_eq!(read(bad), Duration::ZERO, "{bad}");
         }
     }
