@@ -41,14 +41,33 @@ fn raise_open_files() -> u64 {
     limit.rlim_cur
 }
 
-/// Opens `n` TCP connections to `addr` that send nothing (200 at a time).
-async fn idle_connections(addr: &str, n: usize) -> Vec<TcpStream> {
+/// Opens `n` TCP connections to `addr` that send nothing, 200 at a time. With `held_by`, each
+/// batch waits until that operator holds every connection opened so far: a burst larger than
+/// the listen queue would lose connections in the kernel (established for the client, dropped
+/// for the server), which is not what is measured here.
+async fn idle_connections(addr: &str, n: usize, held_by: Option<&Operator>) -> Vec<TcpStream> {
     let mut open = Vec::with_capacity(n);
     while open.len() < n {
         let batch = (n - open.len()).min(200);
         let connects = (0..batch).map(|_| TcpStream::connect(addr.to_string()));
         for conn in futures::future::join_all(connects).await {
             open.push(conn.expect("connecting to the API"));
+        }
+        if let Some(op) = held_by {
+            let want = open.len() as f64;
+            wait::until_ok(
+                "the operator to hold the connections",
+                Duration::from_secs(30),
+                || async {
+                    let held = metric(op, "disruption_guard_api_connections").await;
+                    if held >= want {
+                        Ok(())
+                    } else {
+                        Err(format!("it holds {held} of {want}"))
+                    }
+                },
+            )
+            .await;
         }
     }
     open
@@ -88,13 +107,11 @@ async fn five_thousand_idle_connections_do_not_stop_a_real_request() {
         // Idle connections are held for the whole test, not cut off by the header timeout.
         let op = Operator::start(&ns, &["--header-read-timeout=120s"]).await;
         let (rss_before, _) = op.rss_kib();
-        let idle = idle_connections(&api_addr(&op), 5_000).await;
-        wait::until(
-            "the operator to hold the 5,000 connections",
-            Duration::from_secs(30),
-            || async { metric(&op, "disruption_guard_api_connections").await >= 5_000.0 },
-        )
-        .await;
+        let idle = idle_connections(&api_addr(&op), 5_000, Some(&op)).await;
+        assert_eq!(
+            metric(&op, "disruption_guard_api_connections").await,
+            5_000.0
+        );
         let (rss_idle, _) = op.rss_kib();
         eprintln!(
             "operator RSS: {rss_before} KiB before, {rss_idle} KiB with 5,000 idle connections \
@@ -121,7 +138,7 @@ async fn connections_over_the_cap_wait_to_be_accepted_and_the_process_survives()
             50.0
         );
         // 300 idle clients: 50 are served, the rest wait in the listen queue.
-        let idle = idle_connections(&api_addr(&op), 300).await;
+        let idle = idle_connections(&api_addr(&op), 300, None).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(metric(&op, "disruption_guard_api_connections").await, 50.0);
         // A real client queued behind them gets in as the idle ones are cut off, 50 every 2 s.
@@ -285,13 +302,28 @@ async fn waits_over_the_cap_of_one_identity_are_429_while_another_identity_still
             );
             refused += 1;
         }
-        // A refused wait applied nothing: only the 50 waiting opens made windows.
+        // A refused wait applied nothing: only the 50 waiting opens made windows (the last
+        // of them may still be on their way to the API server).
         let windows =
-            Api::<disruption_guard::resources::TestWindow>::namespaced(client.clone(), &ns)
-                .list(&Default::default())
-                .await
-                .unwrap();
-        assert_eq!(windows.items.len(), 50);
+            Api::<disruption_guard::resources::TestWindow>::namespaced(client.clone(), &ns);
+        wait::until_ok(
+            "the 50 waiting opens' windows",
+            Duration::from_secs(30),
+            || async {
+                let n = windows.list(&Default::default()).await.unwrap().items.len();
+                if n == 50 {
+                    Ok(())
+                } else {
+                    Err(format!("{n} windows"))
+                }
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            windows.list(&Default::default()).await.unwrap().items.len(),
+            50
+        );
         assert!(
             rx.try_recv().is_err(),
             "a wait within the cap ended while it should wait"
