@@ -357,6 +357,27 @@ mod tests {
         assert!(parse("not yaml: [").is_err());
     }
 
+    #[tokio::test]
+    async fn a_deleted_tokens_file_is_missing_and_a_broken_one_malformed() {
+        // The client is never called for a file.
+        let client =
+            Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let path = std::env::temp_dir().join(format!("dg-tokens-{}.yaml", std::process::id()));
+        let source = Source::File(path.clone());
+        std::fs::write(
+            &path,
+            "tokens:\n  - {name: gh, token: 0123456789abcdef, namespaces: [shop]}\n",
+        )
+        .unwrap();
+        assert_eq!(source.load(&client).await.unwrap(), vec![token()]);
+        std::fs::write(&path, "tokens:\n  - {name: gh, token: 0123").unwrap();
+        let err = source.load(&client).await.unwrap_err();
+        assert_eq!(err.category(), "malformed", "{err}");
+        std::fs::remove_file(&path).unwrap();
+        let err = source.load(&client).await.unwrap_err();
+        assert_eq!(err.category(), "missing", "{err}");
+    }
+
     #[test]
     fn a_secret_reference_needs_a_namespace_and_a_name() {
         assert!(parse_secret_ref("ns/name").is_ok());
