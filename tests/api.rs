@@ -1017,3 +1017,26 @@ async fn a_malformed_static_tokens_secret_revokes_the_previous_tokens_and_is_cou
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_operator_whose_static_tokens_secret_is_missing_starts_and_picks_it_up_when_created() {
+    with_namespace(|client, ns| async move {
+        let token = "static-token-late-012345";
+        let op = operator_with_tokens_secret(&ns).await;
+        let resp = http()
+            .get(windows_url(&op, &ns))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(resp, 401, "not valid", "a token before its Secret exists").await;
+        put_tokens_secret(
+            &client,
+            &ns,
+            &format!("tokens:\n  - {{name: ci, token: {token}, namespaces: [{ns}]}}\n"),
+        )
+        .await;
+        until_token_answers(&op, &ns, token, 200, "the created Secret's token to work").await;
+    })
+    .await;
+}

@@ -213,7 +213,8 @@ pub fn parse_secret_ref(text: &str) -> Result<Source, String> {
     }
 }
 
-/// Loads the tokens once (failing start-up if they cannot be read), then keeps reloading;
+/// Loads the tokens once (failing start-up only if they cannot be read at all), then keeps
+/// reloading;
 /// each set of tokens to accept is handed to `install` (the authenticator's
 /// `set_static_tokens`; an empty set revokes them all), and each reload is counted in
 /// `metrics`.
@@ -224,14 +225,33 @@ pub async fn start(
     metrics: std::sync::Arc<super::ApiMetrics>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<()> {
-    let tokens = source.load(&client).await?;
-    info!(count = tokens.len(), "static tokens loaded");
-    count_reload(&metrics, "loaded");
+    // Missing or malformed at start is what it is at a reload: no static token, and the
+    // operator still starts (failing would turn a revocation into a crash loop of the whole
+    // operator). Only a source that cannot be read at all stops the start.
+    let mut revoked = false;
+    let tokens = match source.load(&client).await {
+        Ok(tokens) => {
+            info!(count = tokens.len(), "static tokens loaded");
+            count_reload(&metrics, "loaded");
+            tokens
+        }
+        Err(err @ (LoadError::Missing(_) | LoadError::Malformed(_))) => {
+            error!(
+                error = %err,
+                result = err.category(),
+                "no static token is accepted: until the tokens can be read, only \
+                 ServiceAccount tokens are"
+            );
+            count_reload(&metrics, err.category());
+            revoked = true;
+            Vec::new()
+        }
+        Err(err) => return Err(err.into()),
+    };
     metrics.static_tokens.set(tokens.len() as i64);
     install(tokens);
     tokio::spawn(async move {
         let mut last_read = Instant::now();
-        let mut revoked = false;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
