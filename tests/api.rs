@@ -186,6 +186,59 @@ async fn every_malformed_request_answers_its_4xx_as_problem_json() {
 }
 
 #[tokio::test]
+async fn an_overflowing_ttl_is_a_422_naming_the_field_on_open_and_renew_and_the_crd_refuses_it() {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let http = http();
+        let url = windows_url(&op, &ns);
+        let huge = "94522879700260684295381835.4h";
+        let open = http
+            .post(&url)
+            .json(&json!({"name": "huge", "ttl": huge}))
+            .send()
+            .await
+            .unwrap();
+        assert_problem(open, 422, "ttl: ", "open with an overflowing ttl").await;
+        assert!(
+            windows_in(&client, &ns).await.is_empty(),
+            "nothing was created"
+        );
+        let made = http
+            .post(&url)
+            .json(&json!({"name": "w", "ttl": "10m"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(made.status(), StatusCode::CREATED);
+        let renew = http
+            .post(format!("{url}/w/renew"))
+            .json(&json!({"ttl": huge}))
+            .send()
+            .await
+            .unwrap();
+        assert_problem(renew, 422, "ttl: ", "renew with an overflowing ttl").await;
+        // Written straight to the API server, the CRD's own rule refuses it, naming spec.ttl.
+        let resource = kube::api::ApiResource::erase::<TestWindow>(&());
+        let raw: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &resource);
+        let object: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow",
+            "metadata": {"name": "direct"}, "spec": {"ttl": huge}
+        }))
+        .unwrap();
+        let refused = raw
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains("spec.ttl"), "{refused}");
+        // The operator is still serving.
+        let list = http.get(&url).send().await.unwrap();
+        assert_eq!(list.status(), StatusCode::OK);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_client_over_its_rate_limit_gets_429_with_retry_after() {
     with_namespace(|_client, ns| async move {
         let op = Operator::start(&ns, &["--rate-limit=1", "--rate-burst=3"]).await;
@@ -808,4 +861,182 @@ fn the_api_reference_lists_every_operation_parameter_and_status_of_the_openapi_d
         operations, documented,
         "docs/api.md documents operations openapi.json lacks"
     );
+}
+
+/// A Secret `tokens` in `ns` whose `tokens.yaml` is `yaml`.
+async fn put_tokens_secret(client: &Client, ns: &str, yaml: &str) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "tokens"},
+        "stringData": {"tokens.yaml": yaml},
+    }))
+    .unwrap();
+    secrets
+        .patch(
+            "tokens",
+            &kube::api::PatchParams::apply("test").force(),
+            &kube::api::Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+/// An operator that authenticates with the static tokens of the Secret `ns/tokens`.
+async fn operator_with_tokens_secret(ns: &str) -> Operator {
+    Operator::start_with(
+        ns,
+        vec![
+            format!("--namespaces={ns}"),
+            format!("--static-tokens-secret={ns}/tokens"),
+        ],
+    )
+    .await
+}
+
+/// Waits (one reload period and a margin) until `token` lists windows with `status`.
+async fn until_token_answers(op: &Operator, ns: &str, token: &str, status: u16, what: &str) {
+    let limit = disruption_guard::api::static_tokens::RELOAD_EVERY + Duration::from_secs(10);
+    wait::until_ok(what, limit, || async {
+        let resp = http()
+            .get(windows_url(op, ns))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        match resp.status().as_u16() {
+            s if s == status => Ok(()),
+            s => Err(format!("the token still answers {s}")),
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_the_static_tokens_secret_revokes_its_tokens_within_one_reload() {
+    with_namespace(|client, ns| async move {
+        let token = "static-token-deleted-0123";
+        put_tokens_secret(
+            &client,
+            &ns,
+            &format!("tokens:\n  - {{name: ci, token: {token}, namespaces: [{ns}]}}\n"),
+        )
+        .await;
+        let op = operator_with_tokens_secret(&ns).await;
+        let ok = http()
+            .get(windows_url(&op, &ns))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), StatusCode::OK, "the static token works");
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+        secrets
+            .delete("tokens", &DeleteParams::default())
+            .await
+            .unwrap();
+        until_token_answers(
+            &op,
+            &ns,
+            token,
+            401,
+            "the deleted Secret's token to be refused",
+        )
+        .await;
+        let resp = http()
+            .get(windows_url(&op, &ns))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(resp, 401, "not valid", "a token of a deleted Secret").await;
+        let metrics = op.metrics().await;
+        assert!(
+            metrics.contains("disruption_guard_api_static_token_reloads_total{result=\"missing\"}")
+                && metrics.contains("disruption_guard_api_static_tokens 0"),
+            "{metrics}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_malformed_static_tokens_secret_revokes_the_previous_tokens_and_is_counted() {
+    with_namespace(|client, ns| async move {
+        let token = "static-token-malformed-01";
+        put_tokens_secret(
+            &client,
+            &ns,
+            &format!("tokens:\n  - {{name: ci, token: {token}, namespaces: [{ns}]}}\n"),
+        )
+        .await;
+        let op = operator_with_tokens_secret(&ns).await;
+        let ok = http()
+            .get(windows_url(&op, &ns))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), StatusCode::OK, "the static token works");
+        // A rotation gone wrong: the YAML no longer parses.
+        put_tokens_secret(
+            &client,
+            &ns,
+            &format!("tokens:\n  - {{name: ci, token: {token}"),
+        )
+        .await;
+        until_token_answers(
+            &op,
+            &ns,
+            token,
+            401,
+            "the malformed Secret's old token to be refused",
+        )
+        .await;
+        let metrics = op.metrics().await;
+        assert!(
+            metrics
+                .contains("disruption_guard_api_static_token_reloads_total{result=\"malformed\"}"),
+            "{metrics}"
+        );
+        assert!(op.log_text().contains("every static token is revoked"));
+        // Fixed, the tokens it lists work again.
+        put_tokens_secret(
+            &client,
+            &ns,
+            &format!("tokens:\n  - {{name: ci, token: {token}, namespaces: [{ns}]}}\n"),
+        )
+        .await;
+        until_token_answers(
+            &op,
+            &ns,
+            token,
+            200,
+            "the repaired Secret's token to work again",
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_operator_whose_static_tokens_secret_is_missing_starts_and_picks_it_up_when_created() {
+    with_namespace(|client, ns| async move {
+        let token = "static-token-late-012345";
+        let op = operator_with_tokens_secret(&ns).await;
+        let resp = http()
+            .get(windows_url(&op, &ns))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(resp, 401, "not valid", "a token before its Secret exists").await;
+        put_tokens_secret(
+            &client,
+            &ns,
+            &format!("tokens:\n  - {{name: ci, token: {token}, namespaces: [{ns}]}}\n"),
+        )
+        .await;
+        until_token_answers(&op, &ns, token, 200, "the created Secret's token to work").await;
+    })
+    .await;
 }

@@ -87,6 +87,28 @@ pub fn parse_body<T: serde::de::DeserializeOwned + Default>(
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("body: {e}")))
 }
 
+/// A slot among the waits `who` may have in progress, when the request waits; taken before
+/// the request changes anything, so a refused wait has applied nothing.
+fn wait_slot(
+    state: &ApiState,
+    who: &super::auth::Identity,
+    wait: Option<Duration>,
+) -> Result<Option<super::waits::WaitSlot>, ApiError> {
+    if wait.is_none() {
+        return Ok(None);
+    }
+    match state.waits.try_acquire(&who.name) {
+        Some(slot) => Ok(Some(slot)),
+        None => {
+            state.metrics.waits_refused.inc();
+            Err(ApiError::TooManyWaits {
+                identity: who.name.clone(),
+                limit: state.waits.max_per_identity(),
+            })
+        }
+    }
+}
+
 fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
     if !crate::api::selector::is_dns_subdomain(ns) || ns.len() > 63 {
         return Err(ApiError::NotFound(format!(
@@ -135,7 +157,7 @@ fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid ttl, name or reason; or the Idempotency-Key was already used with another request (type `…/idempotency-key-reused`, the detail names the key)", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited; or, with `wait`, the identity already has `--max-waits-per-identity` waits in progress (type `…/too-many-waits`, nothing applied); `Retry-After` says when to retry", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Not Ready within the timeout; `window` holds its state", body = Problem, content_type = "application/problem+json"),
     ),
@@ -152,6 +174,7 @@ pub async fn open(
     check_scope(&state, &ns)?;
     let wait = query.timeout()?;
     let req: OpenRequest = parse_body(&headers, &body)?;
+    let _slot = wait_slot(&state, &who, wait)?;
     let header_key = match headers.get(IDEMPOTENCY_KEY) {
         Some(v) => Some(v.to_str().map_err(|_| {
             ApiError::BadRequest("Idempotency-Key: must be printable ASCII".into())
@@ -330,7 +353,7 @@ pub async fn renew(
         (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited; or, with `wait`, the identity already has `--max-waits-per-identity` waits in progress (type `…/too-many-waits`, nothing applied); `Retry-After` says when to retry", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Protection not released within the timeout", body = Problem, content_type = "application/problem+json"),
     ),
@@ -346,6 +369,7 @@ pub async fn close(
     check_scope(&state, &ns)?;
     check_name(&ns, &name)?;
     let wait = query.timeout()?;
+    let _slot = wait_slot(&state, &who, wait)?;
     let tw = state.windows.close(&ns, &name).await?;
     info!(namespace = %ns, window = %name, identity = %who.name, "window closed");
     let tw = match wait {

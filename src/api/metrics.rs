@@ -1,10 +1,13 @@
 //! Metrics of the HTTP API: request count and latency by route template, method and status
 //! code. Route templates (`/v1/namespaces/{namespace}/windows/{name}`) keep the label set
-//! bounded; unmatched paths are counted under `unmatched`.
+//! bounded; unmatched paths are counted under `unmatched`. Also the connection limits (open
+//! connections, the cap, header-read time-outs), waits refused by the per-identity cap, and the
+//! static tokens' reloads by result.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -25,6 +28,14 @@ fn latency_histogram() -> Histogram {
     ])
 }
 
+/// Labels of one reload of the static tokens.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `loaded`, `missing` (revoked), `malformed` (revoked), `unreadable` (kept for a while,
+    /// then revoked): see [`super::static_tokens::LoadError::category`].
+    pub result: &'static str,
+}
+
 /// Metric families of the HTTP API.
 #[derive(Debug, Clone)]
 pub struct ApiMetrics {
@@ -32,6 +43,19 @@ pub struct ApiMetrics {
     pub requests: Family<RequestLabels, Counter>,
     /// Time to answer, in seconds.
     pub latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    /// Connections open now.
+    pub connections: Gauge,
+    /// Connections served at once at most (`--max-connections`, or less when the open-files
+    /// limit is lower).
+    pub connection_limit: Gauge,
+    /// Connections closed because their request headers did not arrive in time.
+    pub header_read_timeouts: Counter,
+    /// `?wait` requests refused by `--max-waits-per-identity`.
+    pub waits_refused: Counter,
+    /// Reloads of the static tokens, by result.
+    pub static_token_reloads: Family<ReloadLabels, Counter>,
+    /// Static tokens accepted now.
+    pub static_tokens: Gauge,
 }
 
 impl Default for ApiMetrics {
@@ -39,6 +63,12 @@ impl Default for ApiMetrics {
         Self {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
+            connections: Gauge::default(),
+            connection_limit: Gauge::default(),
+            header_read_timeouts: Counter::default(),
+            waits_refused: Counter::default(),
+            static_token_reloads: Family::default(),
+            static_tokens: Gauge::default(),
         }
     }
 }
@@ -55,6 +85,36 @@ impl ApiMetrics {
             "api_request_duration_seconds",
             "HTTP API request latency by method, route template and status code",
             self.latency.clone(),
+        );
+        registry.register(
+            "api_connections",
+            "HTTP API connections open now",
+            self.connections.clone(),
+        );
+        registry.register(
+            "api_connection_limit",
+            "HTTP API connections served at once at most; further clients wait to be accepted",
+            self.connection_limit.clone(),
+        );
+        registry.register(
+            "api_header_read_timeouts",
+            "HTTP API connections closed because their request headers did not arrive within --header-read-timeout",
+            self.header_read_timeouts.clone(),
+        );
+        registry.register(
+            "api_waits_refused",
+            "HTTP API ?wait requests refused with 429 because their identity had --max-waits-per-identity waits in progress",
+            self.waits_refused.clone(),
+        );
+        registry.register(
+            "api_static_token_reloads",
+            "Reloads of the static tokens by result: loaded; missing or malformed (every static token revoked); unreadable (kept, revoked when it lasts)",
+            self.static_token_reloads.clone(),
+        );
+        registry.register(
+            "api_static_tokens",
+            "Static tokens the HTTP API accepts now",
+            self.static_tokens.clone(),
         );
     }
 

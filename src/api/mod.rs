@@ -3,7 +3,9 @@
 //! replica can serve it.
 //!
 //! - [`handlers`]: routes, one RBAC verb each; [`types`]: wire types; [`problem`]: errors.
-//! - [`auth`], [`static_tokens`]: who may do what; [`ratelimit`]: per-client limits.
+//! - [`auth`], [`static_tokens`]: who may do what; [`ratelimit`]: per-client limits;
+//!   [`waits`]: `?wait` requests in progress per identity.
+//! - [`serve`]: the HTTP server, its connection cap and header-read timeout.
 //! - [`deadline`]: every call to the API server a request makes is bounded (a 503, never a hang).
 //! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
 
@@ -16,14 +18,15 @@ pub mod openapi;
 pub mod problem;
 pub mod ratelimit;
 pub mod selector;
+pub mod serve;
 pub mod static_tokens;
 pub mod ttl;
 pub mod types;
+pub mod waits;
 pub mod windows;
 
 pub use metrics::ApiMetrics;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -96,6 +99,25 @@ pub struct ApiArgs {
         value_parser = ratelimit::parse_cidr
     )]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+
+    /// Time a client has to send a request's headers, from when its connection opened or
+    /// was answered; a connection that is slower (or idle) is closed.
+    #[arg(long, env = "DISRUPTION_GUARD_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_ttl_flag)]
+    pub header_read_timeout: std::time::Duration,
+
+    /// Connections served at once; further clients wait to be accepted. Lowered to what the
+    /// limit of open files leaves, when that is less.
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// `?wait=true` requests each identity may have in progress at once; more are answered
+    /// 429 (0 refuses every wait).
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_MAX_WAITS_PER_IDENTITY",
+        default_value_t = 50
+    )]
+    pub max_waits_per_identity: u32,
 }
 
 fn parse_ttl_flag(text: &str) -> Result<std::time::Duration, String> {
@@ -119,6 +141,8 @@ pub struct ApiState {
     pub trusted_proxies: Arc<Vec<ipnet::IpNet>>,
     /// The API's metrics.
     pub metrics: Arc<ApiMetrics>,
+    /// `?wait` requests in progress per identity (`--max-waits-per-identity`).
+    pub waits: Arc<waits::WaitLimiter>,
 }
 
 /// The API's routes, with every middleware.
@@ -218,6 +242,7 @@ pub async fn serve(
             source,
             state.client.clone(),
             install,
+            metrics.clone(),
             state.shutdown.clone(),
         )
         .await
@@ -237,7 +262,8 @@ pub async fn serve(
             args.rate_burst,
         )),
         trusted_proxies: Arc::new(args.trusted_proxies.clone()),
-        metrics,
+        waits: waits::WaitLimiter::new(args.max_waits_per_identity as usize),
+        metrics: metrics.clone(),
         max_body_bytes: args.max_body_bytes,
         runtime: runtime.clone(),
     };
@@ -245,13 +271,36 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the API address {addr}"))?;
-    info!(addr = %listener.local_addr()?, auth = !args.insecure_no_auth, "HTTP API listening");
-    let shutdown = state.shutdown.clone();
-    axum::serve(
+    let open_files = crate::runtime::open_files::raise_soft_limit();
+    let limits = serve::ConnectionLimits {
+        max_connections: crate::runtime::open_files::connections_within(
+            args.max_connections as usize,
+            open_files,
+        ),
+        header_read_timeout: args.header_read_timeout,
+    };
+    if limits.max_connections < args.max_connections as usize {
+        warn!(
+            max_connections = limits.max_connections,
+            open_files_limit = open_files,
+            "--max-connections lowered to what the limit of open files leaves"
+        );
+    }
+    info!(
+        addr = %listener.local_addr()?,
+        auth = !args.insecure_no_auth,
+        max_connections = limits.max_connections,
+        header_read_timeout = ?limits.header_read_timeout,
+        max_waits_per_identity = args.max_waits_per_identity,
+        "HTTP API listening"
+    );
+    serve::serve_on(
         listener,
-        router(api_state).into_make_service_with_connect_info::<SocketAddr>(),
+        router(api_state),
+        limits,
+        metrics,
+        state.shutdown.clone(),
     )
-    .with_graceful_shutdown(shutdown.cancelled_owned())
-    .await
-    .context("serving the HTTP API")
+    .await;
+    Ok(())
 }

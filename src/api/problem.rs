@@ -12,6 +12,9 @@ use utoipa::ToSchema;
 
 use super::types::WindowView;
 
+/// `Retry-After` (seconds) of a wait refused by `--max-waits-per-identity`.
+pub const TOO_MANY_WAITS_RETRY_AFTER: &str = "5";
+
 /// Media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -79,6 +82,17 @@ pub enum ApiError {
     /// Too many requests from this client.
     #[error("{0}")]
     RateLimited(String),
+    /// The identity already has the most `?wait` requests in progress it may have.
+    #[error(
+        "wait: {identity} already has {limit} waits in progress, the most one identity may \
+         have (--max-waits-per-identity={limit}); retry once one ends, or ask without ?wait"
+    )]
+    TooManyWaits {
+        /// Who asked.
+        identity: String,
+        /// The limit.
+        limit: usize,
+    },
     /// The Kubernetes API server cannot be reached or failed.
     #[error("{0}")]
     Unavailable(String),
@@ -107,7 +121,9 @@ impl ApiError {
             ApiError::Unprocessable(_) | ApiError::KeyReused { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited(_) | ApiError::TooManyWaits { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -127,6 +143,7 @@ impl ApiError {
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::KeyReused { .. } => "idempotency-key-reused",
             ApiError::RateLimited(_) => "rate-limited",
+            ApiError::TooManyWaits { .. } => "too-many-waits",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Timeout { .. } => "timeout",
         }
@@ -209,6 +226,13 @@ impl IntoResponse for ApiError {
         if matches!(self, ApiError::RateLimited(_)) {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        if matches!(self, ApiError::TooManyWaits { .. }) {
+            // A wait lasts seconds to minutes: come back later than a rate-limited request.
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(TOO_MANY_WAITS_RETRY_AFTER),
+            );
+        }
         resp
     }
 }
@@ -278,6 +302,28 @@ mod tests {
         assert_eq!(problem.status, 422);
         assert!(problem.type_.ends_with("/idempotency-key-reused"));
         assert!(problem.detail.contains(r#""ci-1""#), "{}", problem.detail);
+    }
+
+    #[test]
+    fn a_wait_over_the_limit_is_a_429_with_retry_after_naming_the_limit() {
+        let err = ApiError::TooManyWaits {
+            identity: "static:ci".into(),
+            limit: 50,
+        };
+        let problem = err.to_problem(None);
+        assert_eq!(problem.status, 429);
+        assert!(problem.type_.ends_with("/too-many-waits"));
+        assert!(
+            problem.detail.contains("--max-waits-per-identity=50")
+                && problem.detail.contains("static:ci"),
+            "{}",
+            problem.detail
+        );
+        let resp = err.into_response();
+        assert_eq!(
+            resp.headers()[header::RETRY_AFTER],
+            TOO_MANY_WAITS_RETRY_AFTER
+        );
     }
 
     #[test]

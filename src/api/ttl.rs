@@ -76,4 +76,20 @@ mod tests {
         assert_eq!(capped.to_string(), "2026-01-01T12:00:00Z");
         assert!(LIMITS.renewed_until(Some("soon"), now).is_err());
     }
+
+    #[test]
+    fn an_overflowing_ttl_is_refused_naming_the_field_on_open_and_on_renew() {
+        let huge = "94522879700260684295381835.4h";
+        let err = LIMITS.for_open(Some(huge)).unwrap_err();
+        assert!(
+            err.starts_with("ttl: ") && err.contains("too large"),
+            "{err}"
+        );
+        let now: Timestamp = "2026-01-01T10:00:00Z".parse().unwrap();
+        let err = LIMITS.renewed_until(Some(huge), now).unwrap_err();
+        assert!(
+            err.starts_with("ttl: ") && err.contains("too large"),
+            "{err}"
+        );
+    }
 }

@@ -87,3 +87,27 @@ impl Command {
         Ok(client::run(connection, client_command).await)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overflowing_duration_flag_is_refused_naming_the_flag_without_panicking() {
+        let huge = "94522879700260684295381835.4h";
+        for (flag, args) in [
+            ("--max-ttl", vec!["operator", "--max-ttl", huge]),
+            ("--default-ttl", vec!["operator", "--default-ttl", huge]),
+            ("--drain-resync", vec!["operator", "--drain-resync", huge]),
+            ("--retry-for", vec!["--retry-for", huge, "list"]),
+        ] {
+            let err = Cli::try_parse_from(std::iter::once("disruption-guard").chain(args))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(flag) && err.contains("too large"),
+                "{flag}: {err}"
+            );
+        }
+    }
+}

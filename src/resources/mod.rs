@@ -1,7 +1,9 @@
 //! The Kubernetes-facing vocabulary: the `TestWindow` resource and the fixed names
-//! (annotations, labels, finalizer, field managers) that everything else builds on.
+//! (annotations, labels, finalizer, field managers) that everything else builds on, and the
+//! Go durations its `spec.ttl` and the operator's flags are written in ([`duration`]).
 
 pub mod digest_meta;
+pub mod duration;
 pub mod names;
 pub mod pod_digest;
 pub mod testwindow;

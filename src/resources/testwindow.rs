@@ -57,6 +57,7 @@ pub struct TestWindowSpec {
 
     /// How long the window stays open, counted from when it opened (Go duration: `30m`, `1h`).
     #[x_kube(validation = Rule::new("duration(self) > duration('0s') && duration(self) <= duration('168h')").message("ttl must be a duration between 1s and 168h"))]
+    #[serde(deserialize_with = "super::duration::deserialize_ttl")]
     pub ttl: Duration,
 
     /// Moment the window ends when it was renewed: overrides `openedAt + ttl` when later.

@@ -21,6 +21,7 @@ pub mod events;
 pub mod leader;
 pub mod lookup;
 pub mod memory;
+pub mod open_files;
 pub mod pod_scopes;
 pub mod readiness;
 pub mod reconciles;

@@ -5,9 +5,18 @@
 //! Hand-written rather than kube's `Duration::from_str`: that one panics on an overflowing
 //! input such as `99999999999999999999999h` (the test below feeds it), accepts a sign, and
 //! accepts a bare `0`; a request body must never panic the server, and a window's ttl is
-//! always positive.
+//! always positive. For the same reason `spec.ttl` is read with [`deserialize_ttl`], not with
+//! kube's parser: the controller reads whatever a TestWindow holds, and the API server's own
+//! check of it is only as old as the CRD installed.
 
 use std::time::Duration;
+
+/// The longest duration accepted: Go's own limit (`math.MaxInt64` nanoseconds, about 292
+/// years), so every value parsed here fits a Go `time.Duration`, a `jiff::SignedDuration` and
+/// the API server's CEL `duration()`.
+const MAX_NANOS: u128 = i64::MAX as u128;
+/// [`MAX_NANOS`] as written in error messages.
+const MAX_TEXT: &str = "2562047h47m16.854775807s";
 
 /// Parses a Go duration (`30m`, `1h30m`, `90s`, `1.5h`) into a positive duration.
 ///
@@ -49,20 +58,24 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         let int: u128 = if int.is_empty() {
             0
         } else {
-            int.parse().map_err(|_| format!("{text:?} is too large"))?
+            int.parse()
+                .map_err(|_| format!("{text:?} is too large; the longest duration is {MAX_TEXT}"))?
         };
-        let mut part = int
-            .checked_mul(unit_nanos)
-            .ok_or_else(|| format!("{text:?} is too large"))?;
+        // Checked throughout: an integer part just under the limit plus its fraction must be
+        // "too large", not an overflow (a panic in debug builds, a wrapped value in release).
+        let too_large = || format!("{text:?} is too large; the longest duration is {MAX_TEXT}");
+        let mut part = int.checked_mul(unit_nanos).ok_or_else(too_large)?;
         let mut scale = unit_nanos;
         for digit in frac.chars().take(18) {
             scale /= 10;
-            part += u128::from(digit.to_digit(10).unwrap_or(0)) * scale;
+            part = part
+                .checked_add(u128::from(digit.to_digit(10).unwrap_or(0)) * scale)
+                .ok_or_else(too_large)?;
         }
         total_nanos = total_nanos
             .checked_add(part)
-            .filter(|n| *n <= u128::from(u64::MAX))
-            .ok_or_else(|| format!("{text:?} is too large"))?;
+            .filter(|n| *n <= MAX_NANOS)
+            .ok_or_else(too_large)?;
         rest = next;
     }
     if total_nanos == 0 {
@@ -71,6 +84,27 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     let secs = (total_nanos / 1_000_000_000) as u64;
     let nanos = (total_nanos % 1_000_000_000) as u32;
     Ok(Duration::new(secs, nanos))
+}
+
+/// Reads `spec.ttl` without ever failing or panicking: a ttl this parser refuses (too large,
+/// malformed, zero or negative) reads as zero, so the window counts as expired at once and
+/// protects nothing, as the API would have refused it. Failing instead would fail the whole
+/// list of windows and stall the controller for every namespace.
+pub fn deserialize_ttl<'de, D>(deserializer: D) -> Result<kube::core::Duration, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(deserializer)?;
+    Ok(ttl_or_zero(&text).into())
+}
+
+/// The ttl `text` names, or zero (with a warning) when [`parse`] refuses it.
+pub fn ttl_or_zero(text: &str) -> Duration {
+    parse(text).unwrap_or_else(|err| {
+        let shown: String = err.chars().take(200).collect();
+        tracing::warn!(error = %shown, "a window's spec.ttl cannot be read; the window counts as expired");
+        Duration::ZERO
+    })
 }
 
 /// Formats a duration the short Go way: `1h30m`, `30m`, `45s`, `1.5s`.
@@ -128,6 +162,68 @@ mod tests {
             "1e9h",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn an_overflowing_duration_is_too_large_rather_than_a_panic_or_a_wrapped_value() {
+        // The integer part times the unit fits u128 by a hair; its fraction used to overflow.
+        let err = parse("94522879700260684295381835.4h").unwrap_err();
+        assert!(err.contains("too large"), "{err}");
+        // The same just under the limit of every unit, with and without a fraction.
+        for (unit, nanos) in [
+            ("ns", 1u128),
+            ("us", 1_000),
+            ("ms", 1_000_000),
+            ("s", 1_000_000_000),
+            ("m", 60_000_000_000),
+            ("h", 3_600_000_000_000),
+        ] {
+            let int = u128::MAX / nanos;
+            for text in [
+                format!("{int}{unit}"),
+                format!("{int}.999999999999999999{unit}"),
+                format!("{int}0{unit}"),
+                format!("1{unit}{int}.9{unit}"),
+            ] {
+                assert!(parse(&text).is_err(), "{text} was accepted");
+            }
+        }
+    }
+
+    #[test]
+    fn the_longest_duration_is_gos_and_one_nanosecond_more_is_refused() {
+        assert_eq!(parse(MAX_TEXT), Ok(Duration::from_nanos(i64::MAX as u64)));
+        assert!(parse("2562047h47m16.854775808s").is_err());
+        assert!(parse("2562048h").is_err());
+    }
+
+    #[test]
+    fn a_stored_ttl_that_cannot_be_read_reads_as_zero_without_panicking() {
+        #[derive(serde::Deserialize)]
+        struct Spec {
+            #[serde(deserialize_with = "deserialize_ttl")]
+            ttl: kube::core::Duration,
+        }
+        let read = |ttl: &str| {
+            serde_json::from_value::<Spec>(serde_json::json!({ "ttl": ttl }))
+                .unwrap()
+                .ttl
+        };
+        assert_eq!(read("30m"), Duration::from_secs(1800));
+        // What kube itself writes back (std's Debug format) reads the same.
+        assert_eq!(
+            read(&kube::core::Duration::from(Duration::from_millis(1500)).to_string()),
+            Duration::from_millis(1500)
+        );
+        for bad in [
+            "94522879700260684295381835.4h",
+            "1e400h",
+            "abc",
+            "-5m",
+            "0s",
+        ] {
+            assert_eq!(read(bad), Duration::ZERO, "{bad}");
         }
     }
 

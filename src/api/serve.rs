@@ -1,0 +1,150 @@
+//! The API's HTTP/1 server, with the limits that keep a flood of connections from taking the
+//! process down: at most `--max-connections` open at once (further clients wait in the
+//! listen queue of the kernel, as Go's `netutil.LimitListener` makes them), and a connection
+//! whose request headers are not complete `--header-read-timeout` after it opened, or after
+//! its previous answer, is closed (a slowloris client, or one that connects and sends nothing).
+//!
+//! Hand-written on hyper rather than `axum::serve`, which sets neither: its connections wait for
+//! their first bytes without a deadline.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+use tracing::{debug, warn};
+
+use super::ApiMetrics;
+
+/// How long open requests may finish after shutdown begins.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The connection limits of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections served at once; further ones wait to be accepted.
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers, from when the connection opened or
+    /// answered its previous request.
+    pub header_read_timeout: Duration,
+}
+
+/// Serves `router` on `listener` within `limits` until `shutdown`; requests in flight then get
+/// [`DRAIN_TIMEOUT`] to finish.
+pub async fn serve_on(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    metrics: Arc<ApiMetrics>,
+    shutdown: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    metrics.connection_limit.set(limits.max_connections as i64);
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    let builder = Arc::new(builder);
+    let mut connections = JoinSet::new();
+    loop {
+        // A slot first: at the limit, clients stay in the listen queue instead of being
+        // accepted and costing a file descriptor and a task each.
+        let slot = tokio::select! {
+            () = shutdown.cancelled() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+        };
+        let accepted = loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break None,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                accepted = listener.accept() => match accepted {
+                    Ok(pair) => break Some(pair),
+                    Err(err) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        warn!(error = %err, "accepting an API connection");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+            }
+        };
+        let Some((tcp, peer)) = accepted else {
+            break;
+        };
+        let _ = tcp.set_nodelay(true);
+        let (router, builder, metrics) = (router.clone(), builder.clone(), metrics.clone());
+        let shutdown = shutdown.clone();
+        connections.spawn(async move {
+            metrics.connections.inc();
+            connection(&builder, tcp, peer, router, &metrics, shutdown).await;
+            metrics.connections.dec();
+            drop(slot);
+        });
+    }
+    drop(listener);
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            open = connections.len(),
+            "API connections still open after the drain timeout; closing them"
+        );
+        connections.abort_all();
+    }
+}
+
+/// One client connection: HTTP/1 until the client leaves, its headers are late, or the process
+/// stops (then it closes after the request in flight).
+async fn connection(
+    builder: &auto::Builder<TokioExecutor>,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    metrics: &ApiMetrics,
+    shutdown: CancellationToken,
+) {
+    let service = router.map_request(move |mut request: axum::extract::Request<_>| {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        request
+    });
+    let conn = builder.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(service));
+    let mut conn = std::pin::pin!(conn);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(err) = result {
+                    if is_header_timeout(err.as_ref()) {
+                        metrics.header_read_timeouts.inc();
+                        debug!(%peer, "API connection closed: request headers not received in time");
+                    } else {
+                        debug!(%peer, error = %err, "API connection ended with an error");
+                    }
+                }
+                return;
+            }
+            () = shutdown.cancelled(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Whether hyper closed the connection because the request headers came too late.
+fn is_header_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
+    err.downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_timeout)
+}
