@@ -1054,7 +1054,7 @@ fn agent_daemon_set(ns: &str) -> k8s_openapi::api::apps::v1::DaemonSet {
     .expect("daemon set fixture")
 }
 
-/// Which of `names` carry the guard's do-not-disrupt annotation.
+/// The pods of `ns` that carry the do-not-disrupt annotation, by name.
 async fn annotated_pods(client: &Client, ns: &str) -> Vec<String> {
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
@@ -1131,7 +1131,10 @@ async fn an_empty_selector_protects_the_deployments_pod_and_node_but_no_daemon_s
         .await;
         until_ready(&client, &ns, "all", LIMIT).await;
         assert_eq!(annotated_pods(&client, &ns).await, [name(&pod)]);
-        assert_eq!(annotated_nodes(&client, &nodes).await, [first.clone()]);
+        assert_eq!(
+            annotated_nodes(&client, &nodes).await,
+            std::slice::from_ref(&first)
+        );
         let status = get_window(&client, &ns, "all").await.status.unwrap();
         assert_eq!((status.protected.pods, status.protected.nodes), (1, 1));
 
@@ -1166,7 +1169,7 @@ async fn an_empty_selector_protects_the_deployments_pod_and_node_but_no_daemon_s
         close(&client, &ns, "agents").await;
         wait::until("the opt-in's protection to go", LIMIT, || async {
             annotated_pods(&client, &ns).await == [name(&pod)]
-                && annotated_nodes(&client, &nodes).await == [first.clone()]
+                && annotated_nodes(&client, &nodes).await == std::slice::from_ref(&first)
         })
         .await;
     })
