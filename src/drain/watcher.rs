@@ -112,7 +112,9 @@ impl Watcher {
     /// holds its pod again.
     async fn end_records(&self) {
         let signals = &self.args.signals;
-        let in_scope = |ns: &str| self.in_scope(ns);
+        // Every namespace of `--namespaces`: the interception writes hold records beyond
+        // `--drain-namespace-selector`.
+        let in_scope = |ns: &str| self.runtime.in_scope(ns);
         match self
             .actor
             .end_records(&self.stores, signals, in_scope)
