@@ -318,7 +318,8 @@ impl Rollouts {
 
     /// Removes the records of every cached Deployment whose node is no longer disrupted
     /// ([`rollout::ended_records`]), each after a fresh read of the Deployment and its node.
-    /// Returns how many Deployments it cleared; a failure is retried by the next call.
+    /// Returns how many Deployments it cleared, or the last failure (the others are still
+    /// cleared; a failed one is retried by the next call).
     pub async fn end_records(
         &self,
         deployments: &Store<Deployment>,
@@ -345,15 +346,17 @@ impl Rollouts {
                 !rollout::ended_records(d, lookup, enabled).is_empty()
             })
             .collect();
-        let mut cleared = 0;
+        let (mut cleared, mut failed) = (0, None);
         for cached in candidates {
             let ns = cached.metadata.namespace.clone().unwrap_or_default();
             let name = cached.metadata.name.clone().unwrap_or_default();
-            if self.end_records_of(&ns, &name, enabled).await? {
-                cleared += 1;
+            match self.end_records_of(&ns, &name, enabled).await {
+                Ok(true) => cleared += 1,
+                Ok(false) => {}
+                Err(error) => failed = Some(error),
             }
         }
-        Ok(cleared)
+        failed.map_or(Ok(cleared), Err)
     }
 
     /// One Deployment of [`Rollouts::end_records`], from fresh reads.
