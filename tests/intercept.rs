@@ -629,16 +629,17 @@ async fn a_held_eviction_is_let_through_on_time_although_the_operator_restarts_e
         wait::until("the policy to refuse template changes", LIMIT, || async {
             let out = kubectl()
                 .args([
-                    "rollout",
-                    "restart",
+                    "patch",
                     "--dry-run=server",
                     "-n",
                     &ns,
                     "deployment/frozen",
+                    "-p",
+                    r#"{"spec":{"template":{"metadata":{"annotations":{"probe":"1"}}}}}"#,
                 ])
                 .output()
                 .unwrap();
-            String::from_utf8_lossy(&out.stderr).contains("frozen")
+            String::from_utf8_lossy(&out.stderr).contains("pod templates are frozen")
         })
         .await;
         cordon(&a);
