@@ -1093,12 +1093,13 @@ async fn an_empty_selector_protects_the_deployments_pod_and_node_but_no_daemon_s
         let nodes = [first.clone(), format!("{ns}-n2"), format!("{ns}-n3")];
         for extra in &nodes[1..] {
             let node = support::create_ready_node(&client, &ns, extra).await;
-            assert!(
-                node.spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .is_none_or(|t| t.is_empty()),
-                "kwok nodes come without taints here (the DaemonSet tolerates any anyway)"
+            // A kwok node may still carry the node controller's not-ready taint right after it
+            // turned Ready (seen under load): the DaemonSet tolerates every taint, and the
+            // wait below for one ready DaemonSet pod per node is what counts.
+            let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+            println!(
+                "{extra} taints: {:?}",
+                taints.iter().map(|t| &t.key).collect::<Vec<_>>()
             );
         }
         Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(client.clone(), &ns)
