@@ -486,3 +486,94 @@ async fn a_bare_pod_under_a_blocking_pdb_on_a_cordoned_node_gets_a_warning_on_th
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_second_drain_of_the_same_node_after_an_uncordon_rolls_out_again_with_zero_downtime() {
+    with_namespace(|client, ns| async move {
+        let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
+        create_ready_node(&client, &ns, &a).await;
+        let app = deploy_lone(&client, &ns, lone(&ns, "web"), &a).await;
+        create_ready_node(&client, &ns, &b).await;
+        let operator = Operator::start(&ns, &["--drain-resync=1s"]).await;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let marker = || async {
+            deployments
+                .get(&app)
+                .await
+                .unwrap()
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .remove(MARKER)
+        };
+        let rollouts = || async {
+            metric(
+                &operator.metrics().await,
+                "disruption_guard_drain_rollouts_total{result=\"rolled_out\"}",
+            )
+        };
+
+        let (ok, _, stderr) = drain(&a, "60s").await;
+        assert!(ok, "{stderr}");
+        assert_eq!(rollouts().await, 1.0);
+        assert!(marker().await.is_some());
+
+        // a is back in service: the record of its disruption ends.
+        let out = kubectl().args(["uncordon", &a]).output().unwrap();
+        assert!(out.status.success());
+        wait::until(
+            "the record to end after the uncordon",
+            Duration::from_secs(30),
+            || async { marker().await.is_none() },
+        )
+        .await;
+
+        // The pod returns to a: cordoning b is a disruption of b, and the watcher moves the
+        // pod to a by the same kind of rollout; then b comes back and its record ends too.
+        cordon(&b);
+        wait::until("the pod back on a", LIMIT, || async {
+            let ready = ready_pods(&client, &ns, &app).await;
+            ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(a.as_str())
+        })
+        .await;
+        assert_eq!(rollouts().await, 2.0);
+        let out = kubectl().args(["uncordon", &b]).output().unwrap();
+        assert!(out.status.success());
+        wait::until(
+            "b's record to end after its uncordon",
+            Duration::from_secs(30),
+            || async { marker().await.is_none() },
+        )
+        .await;
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+        wait::until("the PDB to allow no disruption again", LIMIT, || async {
+            pdbs.get(&app)
+                .await
+                .ok()
+                .and_then(|p| p.status)
+                .is_some_and(|s| s.current_healthy == 1 && s.disruptions_allowed == 0)
+        })
+        .await;
+
+        // The second drain of a: rolled out again, no gap (with the old record it would have
+        // counted as done and the PDB would hold the drain until its timeout).
+        let sampler = Sampler::start(&client, &ns, &[&app]);
+        let (ok, secs, stderr) = drain(&a, "60s").await;
+        let samples = sampler.finish().await;
+        println!(
+            "second drain: finished {ok} in {secs:.1} s, {} of {} samples without a ready pod",
+            samples.downtime_samples(),
+            samples.rounds
+        );
+        assert!(ok, "the second drain completes: {stderr}");
+        assert_eq!(
+            rollouts().await,
+            3.0,
+            "a new rollout for the second drain of a"
+        );
+        assert_eq!(samples.downtime_samples(), 0);
+        let ready = ready_pods(&client, &ns, &app).await;
+        assert_eq!(node_of(&ready[0]).as_deref(), Some(b.as_str()));
+    })
+    .await;
+}

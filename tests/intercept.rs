@@ -449,3 +449,307 @@ async fn over_the_rate_limit_an_eviction_is_let_through_untouched_and_counted() 
     })
     .await;
 }
+
+/// The Deployment annotations that record one disruption of a node.
+async fn disruption_records(client: &kube::Client, ns: &str, app: &str) -> Vec<String> {
+    let d = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
+        .get(app)
+        .await
+        .unwrap();
+    d.metadata
+        .annotations
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| {
+            k == "disruption-guard.io/rolled-out-for-node"
+                || k == "disruption-guard.io/eviction-held-since"
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_second_drain_of_the_same_node_holds_the_returned_pod_again_and_rolls_out_anew_with_zero_downtime()
+ {
+    with_namespace(|client, ns| async move {
+        let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
+        create_ready_node(&client, &ns, &a).await;
+        let pod = deploy_on(&client, &ns, lone(&ns, "web").starts_in("2s"), &a).await;
+        create_ready_node(&client, &ns, &b).await;
+        let op = Operator::intercepting(&ns, &[]).await;
+        until_in_effect(&client, &op, &ns, pod.metadata.name.as_deref().unwrap()).await;
+        let rollouts = || async {
+            metric(
+                &op.metrics().await,
+                "disruption_guard_intercept_rollouts_total{result=\"rolled_out\"}",
+            )
+        };
+        let saw_cordon = |count: f64| {
+            let op = &op;
+            async move {
+                wait::until("the operator to see the cordon", LIMIT, || async {
+                    metric(
+                        &op.metrics().await,
+                        "disruption_guard_drain_decisions_total{decision=\"ignore\"}",
+                    ) > count
+                })
+                .await;
+            }
+        };
+        let decisions = || async {
+            metric(
+                &op.metrics().await,
+                "disruption_guard_drain_decisions_total{decision=\"ignore\"}",
+            )
+        };
+
+        // First drain of a: held, rolled out, the pod moves to b.
+        let before = decisions().await;
+        cordon(&a);
+        saw_cordon(before).await;
+        let sampler = Sampler::start(&client, &ns, &["web"]);
+        let (ok, _, stderr) = drain(&a, "60s").await;
+        let first = sampler.finish().await;
+        assert!(ok && stderr.contains("denied the request"), "{stderr}");
+        assert_eq!(first.downtime_samples(), 0);
+        assert_eq!(rollouts().await, 1.0);
+        assert!(!disruption_records(&client, &ns, "web").await.is_empty());
+
+        // a comes back; its disruption is over, and so are its records.
+        let out = kubectl().args(["uncordon", &a]).output().unwrap();
+        assert!(out.status.success());
+        wait::until_empty(
+            "the records of a's first disruption to end after the uncordon",
+            Duration::from_secs(30),
+            || disruption_records(&client, &ns, "web"),
+        )
+        .await;
+
+        // The pod returns to a: b is cordoned while it is replaced, then uncordoned.
+        cordon(&b);
+        let on_b = ready_pods(&client, &ns, "web").await;
+        assert_eq!(node_of(&on_b[0]).as_deref(), Some(b.as_str()));
+        let out = kubectl()
+            .args([
+                "delete",
+                "pod",
+                "-n",
+                &ns,
+                on_b[0].metadata.name.as_deref().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let back = wait::for_some("the pod back on a", LIMIT, || async {
+            let ready = ready_pods(&client, &ns, "web").await;
+            (ready.len() == 1 && node_of(&ready[0]).as_deref() == Some(a.as_str()))
+                .then(|| ready[0].clone())
+        })
+        .await;
+        let out = kubectl().args(["uncordon", &b]).output().unwrap();
+        assert!(out.status.success());
+        wait::until_empty(
+            "the cordon of b to leave no record",
+            Duration::from_secs(30),
+            || disruption_records(&client, &ns, "web"),
+        )
+        .await;
+
+        // Second drain of a: held again, a new rollout, no gap.
+        let before = decisions().await;
+        cordon(&a);
+        saw_cordon(before).await;
+        let sampler = Sampler::start(&client, &ns, &["web"]);
+        let (ok, secs, stderr) = drain(&a, "60s").await;
+        let second = sampler.finish().await;
+        println!(
+            "second drain: finished {ok} in {secs:.1} s, {} of {} samples without a ready pod",
+            second.downtime_samples(),
+            second.rounds
+        );
+        assert!(ok, "{stderr}");
+        assert!(
+            stderr.contains("denied the request"),
+            "the returned pod was held again: {stderr}"
+        );
+        assert_eq!(rollouts().await, 2.0, "a new rollout for the second drain");
+        assert_eq!(
+            second.downtime_samples(),
+            0,
+            "no sample without a ready pod"
+        );
+        let ready = ready_pods(&client, &ns, "web").await;
+        assert_eq!(ready.len(), 1);
+        assert_ne!(ready[0].metadata.uid, back.metadata.uid);
+        assert_eq!(node_of(&ready[0]).as_deref(), Some(b.as_str()));
+    })
+    .await;
+}
+
+/// A ValidatingAdmissionPolicy that refuses every change of a pod template of the
+/// Deployments in `ns` (as a policy engine might): the rollout patch fails, a metadata patch
+/// goes through. Cluster-scoped: removed by the returned guard.
+struct FrozenTemplates(String);
+
+impl FrozenTemplates {
+    fn apply(ns: &str) -> FrozenTemplates {
+        let name = format!("{ns}-frozen-templates");
+        let manifest = format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [apps]
+        apiVersions: [v1]
+        operations: [UPDATE]
+        resources: [deployments]
+  validations:
+    - expression: object.spec.template == oldObject.spec.template
+      message: pod templates are frozen here
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: {name}}}
+spec:
+  policyName: {name}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {{kubernetes.io/metadata.name: {ns}}}
+"#
+        );
+        let mut child = kubectl()
+            .args(["apply", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(manifest.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        FrozenTemplates(name)
+    }
+}
+
+impl Drop for FrozenTemplates {
+    fn drop(&mut self) {
+        for kind in [
+            "validatingadmissionpolicybinding",
+            "validatingadmissionpolicy",
+        ] {
+            let _ = kubectl()
+                .args(["delete", kind, &self.0, "--ignore-not-found"])
+                .output();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_held_eviction_is_let_through_on_time_although_the_operator_restarts_every_20s_and_the_rollout_patch_keeps_failing()
+ {
+    with_namespace(|client, ns| async move {
+        let a = format!("{ns}-a");
+        create_ready_node(&client, &ns, &a).await;
+        let pod = deploy_on(&client, &ns, lone(&ns, "frozen").starts_in("1s"), &a).await;
+        let name = pod.metadata.name.clone().unwrap();
+        let _policy = FrozenTemplates::apply(&ns);
+        // The policy is in force once a template change is refused (a server-side dry run
+        // goes through admission and changes nothing).
+        wait::until("the policy to refuse template changes", LIMIT, || async {
+            let out = kubectl()
+                .args([
+                    "patch",
+                    "--dry-run=server",
+                    "-n",
+                    &ns,
+                    "deployment/frozen",
+                    "-p",
+                    r#"{"spec":{"template":{"metadata":{"annotations":{"probe":"1"}}}}}"#,
+                ])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stderr).contains("pod templates are frozen")
+        })
+        .await;
+        cordon(&a);
+        let timeout = Duration::from_secs(45);
+        let mut op = Operator::intercepting(&ns, &["--intercept-timeout=45s"]).await;
+        until_in_effect(&client, &op, &ns, &name).await;
+
+        // Evictions every 2 s, as a drainer retries; the operator is killed and started again
+        // every 20 s between two of them (never while one is under review: a dead webhook
+        // fails open, which is another test's subject).
+        let started = Instant::now();
+        let mut last_restart = Instant::now();
+        let (mut held, mut restarts) = (0, 0);
+        let mut first_hold = None;
+        let let_through = loop {
+            if last_restart.elapsed() >= Duration::from_secs(20) {
+                op.restart().await;
+                until_in_effect(&client, &op, &ns, &name).await;
+                restarts += 1;
+                last_restart = Instant::now();
+            }
+            let (code, message) = evict(&client, &ns, &name, None).await;
+            if code != 429 {
+                assert_eq!(code, 201, "{message}");
+                break first_hold.map(|t: Instant| t.elapsed());
+            }
+            assert!(message.contains("denied the request"), "{message}");
+            first_hold.get_or_insert_with(Instant::now);
+            held += 1;
+            assert!(
+                started.elapsed() < Duration::from_secs(150),
+                "still held after {:?} ({held} denies, {restarts} restarts): the hold outlived \
+                 --intercept-timeout=45s",
+                started.elapsed()
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        };
+        let let_through = let_through.expect("the eviction was held first");
+        println!(
+            "held {held} times over {restarts} restarts, let through {:.1} s after the first \
+             hold (--intercept-timeout=45s)",
+            let_through.as_secs_f64()
+        );
+        assert!(restarts >= 2, "the hold spanned restarts");
+        // Not before the timeout (the record is dated by the operator's first deny, a moment
+        // before this test saw it), and not later than a retry plus a restart after it.
+        assert!(
+            let_through >= timeout - Duration::from_secs(1),
+            "{let_through:?}"
+        );
+        assert!(
+            let_through <= timeout + Duration::from_secs(12),
+            "{let_through:?}"
+        );
+        let records = disruption_records(&client, &ns, "frozen").await;
+        assert!(
+            records
+                .iter()
+                .any(|r| r.starts_with("disruption-guard.io/eviction-held-since=")),
+            "{records:?}"
+        );
+        assert!(
+            !records
+                .iter()
+                .any(|r| r.starts_with("disruption-guard.io/rolled-out-for-node=")),
+            "the rollout patch never went through: {records:?}"
+        );
+    })
+    .await;
+}

@@ -1030,3 +1030,149 @@ async fn only_the_lease_holder_exports_window_gauges_and_a_replica_that_loses_it
     })
     .await;
 }
+
+/// A DaemonSet `agent` on the test's own nodes (selected by the namespace label every test
+/// node carries), tolerating every taint so that no node of the three is left out.
+fn agent_daemon_set(ns: &str) -> k8s_openapi::api::apps::v1::DaemonSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {
+                    "nodeSelector": {support::TEST_NAMESPACE_LABEL: ns},
+                    "tolerations": [{"operator": "Exists"}],
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}]
+                }
+            }
+        }
+    }))
+    .expect("daemon set fixture")
+}
+
+/// The pods of `ns` that carry the do-not-disrupt annotation, by name.
+async fn annotated_pods(client: &Client, ns: &str) -> Vec<String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let mut names: Vec<String> = pods
+        .items
+        .iter()
+        .filter(|p| annotation(&p.metadata, DND).is_some())
+        .map(name)
+        .collect();
+    names.sort();
+    names
+}
+
+async fn annotated_nodes(client: &Client, nodes: &[String]) -> Vec<String> {
+    let api = Api::<Node>::all(client.clone());
+    let mut out = vec![];
+    for n in nodes {
+        let node = api.get(n).await.unwrap();
+        if annotation(&node.metadata, DND).is_some() {
+            out.push(n.clone());
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn an_empty_selector_protects_the_deployments_pod_and_node_but_no_daemon_set_pod_unless_asked()
+ {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        // Three private kwok nodes; the Deployment's pod runs on the first, the DaemonSet on
+        // all three.
+        let (first, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let nodes = [first.clone(), format!("{ns}-n2"), format!("{ns}-n3")];
+        for extra in &nodes[1..] {
+            let node = support::create_ready_node(&client, &ns, extra).await;
+            // A kwok node may still carry the node controller's not-ready taint right after it
+            // turned Ready (seen under load): the DaemonSet tolerates every taint, and the
+            // wait below for one ready DaemonSet pod per node is what counts.
+            let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+            println!(
+                "{extra} taints: {:?}",
+                taints.iter().map(|t| &t.key).collect::<Vec<_>>()
+            );
+        }
+        Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &agent_daemon_set(&ns))
+            .await
+            .unwrap();
+        let agents = wait::for_some(
+            "a ready DaemonSet pod on each of the 3 nodes",
+            LIMIT,
+            || async {
+                let ready = support::pods::ready_pods(&client, &ns, "agent").await;
+                let mut on: Vec<String> = ready
+                    .iter()
+                    .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+                    .collect();
+                on.sort();
+                let mut want = nodes.to_vec();
+                want.sort();
+                (on == want).then(|| ready.iter().map(name).collect::<Vec<_>>())
+            },
+        )
+        .await;
+
+        // An empty selector: the Deployment's pod and its node only.
+        open(
+            &client,
+            &ns,
+            &window("all", "", "10m", json!({"selector": {}})),
+        )
+        .await;
+        until_ready(&client, &ns, "all", LIMIT).await;
+        assert_eq!(annotated_pods(&client, &ns).await, [name(&pod)]);
+        assert_eq!(
+            annotated_nodes(&client, &nodes).await,
+            std::slice::from_ref(&first)
+        );
+        let status = get_window(&client, &ns, "all").await.status.unwrap();
+        assert_eq!((status.protected.pods, status.protected.nodes), (1, 1));
+
+        // Asked for explicitly, through the HTTP API: every DaemonSet pod and every node.
+        let resp = reqwest::Client::new()
+            .post(format!("{}/v1/namespaces/{ns}/windows", op.api))
+            .json(&json!({"name": "agents", "ttl": "10m", "protect": {"daemonSets": true}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+        let view: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(view["daemonSets"], true, "{view}");
+        until_ready(&client, &ns, "agents", LIMIT).await;
+        let mut every_pod = agents.clone();
+        every_pod.push(name(&pod));
+        every_pod.sort();
+        wait::until(
+            "every DaemonSet pod and node to be annotated",
+            LIMIT,
+            || async {
+                annotated_pods(&client, &ns).await == every_pod
+                    && annotated_nodes(&client, &nodes).await == nodes
+            },
+        )
+        .await;
+        let status = get_window(&client, &ns, "agents").await.status.unwrap();
+        assert_eq!((status.protected.pods, status.protected.nodes), (4, 3));
+
+        // Its end releases the DaemonSet's pods and the nodes only they occupy; the other
+        // window keeps what it protects.
+        close(&client, &ns, "agents").await;
+        wait::until("the opt-in's protection to go", LIMIT, || async {
+            annotated_pods(&client, &ns).await == [name(&pod)]
+                && annotated_nodes(&client, &nodes).await == std::slice::from_ref(&first)
+        })
+        .await;
+    })
+    .await;
+}

@@ -32,6 +32,9 @@ pub struct OpenRequest {
     /// Where the request comes from; shown in reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<CiMeta>,
+    /// What to protect beyond the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protect: Option<ProtectInput>,
     /// Name of the window (DNS label); generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 63, pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
@@ -40,6 +43,17 @@ pub struct OpenRequest {
     /// request returns the same window; the key reused with another request is a 422.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+}
+
+/// Protection a window asks for beyond the defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProtectInput {
+    /// Also protect pods that a DaemonSet runs, and so the nodes they run on. Off by default:
+    /// a DaemonSet runs a pod on every node, so a selector that matches its pods (an empty one
+    /// does) would keep every node from being consolidated.
+    #[serde(default)]
+    pub daemon_sets: bool,
 }
 
 /// A label selector, as a string or as an object.
@@ -188,6 +202,9 @@ pub struct WindowView {
     /// Where it comes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<CiMeta>,
+    /// True when it also protects pods that DaemonSets run (and their nodes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub daemon_sets: bool,
     /// When the object was created (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
@@ -289,6 +306,7 @@ impl WindowView {
             ttl: go_duration(&tw.spec.ttl),
             reason: tw.spec.reason.clone(),
             ci: tw.spec.ci.as_ref().map(CiMeta::from),
+            daemon_sets: tw.spec.protect.daemon_sets,
             created_at: ts(&tw.metadata.creation_timestamp),
             opened_at: ts(&status.opened_at),
             expires_at: ts(&status.expires_at),

@@ -112,7 +112,10 @@ pub fn build_window(
             expires_at: None,
             closed: false,
             reason,
-            protect: Protect::default(),
+            protect: Protect {
+                daemon_sets: req.protect.as_ref().is_some_and(|p| p.daemon_sets),
+                ..Protect::default()
+            },
             ci: req.ci.clone().map(Into::into),
         },
         status: None,
@@ -143,13 +146,18 @@ pub fn request_digest(selector: &SelectorObject, req: &OpenRequest) -> String {
         Ok(d) => d.as_nanos().to_string(),
         Err(_) => t.to_string(),
     });
-    let canonical = json!({
+    let mut canonical = json!({
         "selector": selector,
         "ttl": ttl,
         "reason": req.reason.as_deref().unwrap_or_default(),
         "ci": req.ci,
         "name": req.name,
     });
+    // Only when asked for: the digest of every request without it stays what it was, so a
+    // retry of an open made before `protect` existed still matches its window.
+    if req.protect.as_ref().is_some_and(|p| p.daemon_sets) {
+        canonical["protect"] = json!({"daemonSets": true});
+    }
     format!("fnv1a64:{:016x}", fnv1a(canonical.to_string().as_bytes()))
 }
 

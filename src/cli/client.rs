@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::api::ttl::{self, TtlLimits};
-use crate::api::types::{CiMeta, OpenRequest, SelectorInput};
+use crate::api::types::{CiMeta, OpenRequest, ProtectInput, SelectorInput};
 use crate::api::windows::Windows;
 use crate::client::credentials::TokenSource;
 use crate::client::output::{self, Format};
@@ -124,6 +124,9 @@ pub struct OpenArgs {
     /// Name of the window; generated when absent.
     #[arg(long)]
     pub name: Option<String>,
+    /// Also protect pods that DaemonSets run (and so every node they run on).
+    #[arg(long)]
+    pub protect_daemon_sets: bool,
     /// A retried open with the same key (and the same request) returns the same window; a
     /// random one when absent, so the client's own retries never open a second window.
     #[arg(long, env = "DISRUPTION_GUARD_IDEMPOTENCY_KEY")]
@@ -242,6 +245,9 @@ impl OpenArgs {
             reason: self.reason.clone(),
             ci: ci_from_env(|k| std::env::var(k).ok()),
             name: self.name.clone(),
+            protect: self
+                .protect_daemon_sets
+                .then_some(ProtectInput { daemon_sets: true }),
             idempotency_key: None,
         }
     }

@@ -12,6 +12,7 @@ use kube::runtime::events::EventType;
 
 use super::Error;
 use super::decide::{self, Decision, Facts, RolloutPlan, SkipReason};
+use super::stores::DrainStores;
 use crate::k8s::signals::{Raised, Signal};
 use crate::runtime::events::Note;
 use crate::runtime::rollout::{Cause, Check, Fresh, Outcome, Rollouts};
@@ -82,6 +83,23 @@ impl Actor {
             Outcome::AlreadyRolledOut => Decision::AlreadyRolledOut,
             Outcome::Declined(decision) | Outcome::RolledOut(decision) => decision,
         }))
+    }
+
+    /// Ends the rollout and hold records of Deployments whose node is no longer disrupted (see
+    /// [`crate::runtime::rollout::Rollouts::end_records`]), so the next drain of that node is a
+    /// new episode. `Ok(0)` when this replica may not act.
+    pub async fn end_records(
+        &self,
+        stores: &DrainStores,
+        enabled: &[Signal],
+        in_scope: impl Fn(&str) -> bool,
+    ) -> Result<usize, Error> {
+        if !self.may_act() {
+            return Ok(0);
+        }
+        self.rollouts
+            .end_records(&stores.deployments, &stores.nodes, enabled, in_scope)
+            .await
     }
 
     /// Events on the Deployment and the node after a rollout.

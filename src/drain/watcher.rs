@@ -71,6 +71,7 @@ impl Watcher {
                 batch.push(more);
             }
             let mut all = false;
+            let mut node_gone = false;
             let mut nodes = BTreeSet::new();
             for trigger in batch {
                 match trigger {
@@ -81,6 +82,7 @@ impl Watcher {
                     NodeTrigger::NodeGone(uid) => {
                         self.ledger.forget_node(&uid);
                         self.first_seen.remove(&uid);
+                        node_gone = true;
                     }
                 }
             }
@@ -93,25 +95,53 @@ impl Watcher {
                         .filter_map(|n| n.metadata.name.clone()),
                 );
             }
+            let mut ended = all || node_gone;
             for name in nodes {
                 if let Some(node) = self.stores.nodes.get(&ObjectRef::new(&name)) {
-                    self.pass(&node).await;
+                    ended |= self.pass(&node).await;
                 }
+            }
+            if ended {
+                self.end_records().await;
             }
         }
     }
 
+    /// Ends the records of disruptions that are over (on every resync, and when a node's
+    /// disruption ends): a later drain of the node rolls out afresh, and the interception
+    /// holds its pod again.
+    async fn end_records(&self) {
+        let signals = &self.args.signals;
+        // Every namespace of `--namespaces`: the interception writes hold records beyond
+        // `--drain-namespace-selector`.
+        let in_scope = |ns: &str| self.runtime.in_scope(ns);
+        match self
+            .actor
+            .end_records(&self.stores, signals, in_scope)
+            .await
+        {
+            Ok(0) => {}
+            Ok(cleared) => info!(deployments = cleared, "disruption records ended"),
+            Err(error) => warn!(
+                error = %error, source = ?std::error::Error::source(&error),
+                "ending disruption records failed; retrying on the next resync"
+            ),
+        }
+    }
+
     /// One pass over a node: nothing unless it is being disrupted; else a decision per pod,
-    /// timed as the drain watcher's reconcile (an error when a rollout in it failed).
-    async fn pass(&mut self, node: &Node) {
+    /// timed as the drain watcher's reconcile (an error when a rollout in it failed). True when
+    /// the node's disruption just ended.
+    async fn pass(&mut self, node: &Node) -> bool {
         let uid = node.metadata.uid.clone().unwrap_or_default();
         let drain = &self.args;
         let Some(raised) = signals::disruption(node, &drain.signals) else {
             // The disruption is over (or never began): a later one is a new episode.
             if self.first_seen.remove(&uid).is_some() {
                 self.ledger.forget_node(&uid);
+                return true;
             }
-            return;
+            return false;
         };
         let started = Instant::now();
         let mut failed = false;
@@ -157,6 +187,7 @@ impl Watcher {
             self.metrics.decided(counted);
         }
         self.metrics.passes.observe(!failed, started.elapsed());
+        false
     }
 
     /// The only step that writes: re-check, patch, record, report. False when it failed (it is

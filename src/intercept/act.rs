@@ -1,8 +1,8 @@
 //! What a held eviction sets going, each in its own task beside the answer: the rollout
 //! through the shared rollout action ([`crate::runtime::rollout`], so the drain watcher and
 //! every replica make it once per (Deployment, node)), its Events, and the wait for the old pod
-//! to go that the deny-to-gone metric measures; and the Warning Events when an eviction is let
-//! through after the timeout.
+//! to go that the deny-to-gone metric measures; the hold record that dates the first deny on
+//! the Deployment; and the Warning Events when an eviction is let through after the timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +45,11 @@ impl Actions for Arc<Actor> {
         tokio::spawn(async move { actor.roll_out(hold, key).await });
     }
 
+    fn record_hold(&self, hold: &Hold, key: Key, since: Timestamp) {
+        let (actor, hold) = (self.clone(), hold.clone());
+        tokio::spawn(async move { actor.write_hold(hold, key, since).await });
+    }
+
     fn report_timeout(&self, hold: &Hold, since: Timestamp) {
         self.warn_timeout(hold, since);
     }
@@ -55,6 +60,26 @@ impl Actions for Arc<Actor> {
 }
 
 impl Actor {
+    /// Writes the hold record on the Deployment (see
+    /// [`crate::runtime::rollout::Rollouts::record_hold`]); a failure lets the next deny try
+    /// again.
+    async fn write_hold(&self, hold: Hold, key: Key, since: Timestamp) {
+        let target = &hold.target;
+        match self.rollouts.record_hold(target, since).await {
+            Ok(written) => {
+                debug!(deployment = %target.deployment, node = %target.node.name, %since, written, "hold recorded");
+            }
+            Err(error) => {
+                warn!(
+                    deployment = %target.deployment, node = %target.node.name,
+                    error = %error, source = ?std::error::Error::source(&error),
+                    "recording the held eviction failed; the next deny tries again"
+                );
+                self.denials.hold_record_failed(&key);
+            }
+        }
+    }
+
     /// Rolls the Deployment out (unless the fresh reads say otherwise), reports it, and waits
     /// for the held pod to go.
     async fn roll_out(&self, hold: Hold, key: Key) {

@@ -23,8 +23,10 @@ use crate::resources::names::INTERCEPT_EVICTIONS;
 
 /// A Deployment's `progressDeadlineSeconds` when it sets none (the API default).
 pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
-/// The longest a Deployment's own deadline holds an eviction back.
-pub const MAX_DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// The longest an eviction is held back: the cap of `--intercept-timeout` and of a
+/// Deployment's own deadline. A drainer that waits longer would rather not be held at all
+/// (Cluster Autoscaler gives up after 2 minutes, a NodeClaim's terminationGracePeriod forces).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// The Eviction as the API server sends it for review.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,8 +139,13 @@ pub struct Hold {
 pub enum Verdict {
     /// Let the eviction through.
     Allow(AllowReason),
-    /// Answer 429 until the rollout has replaced the pod; start the rollout when asked.
-    Deny { start_rollout: bool, hold: Hold },
+    /// Answer 429 until the rollout has replaced the pod; start the rollout when asked, and
+    /// record on the Deployment since when evictions are held when it records nothing yet.
+    Deny {
+        start_rollout: bool,
+        record_hold: bool,
+        hold: Hold,
+    },
     /// Denied for longer than the timeout: let it through after all.
     AllowAfterTimeout { hold: Hold, since: Timestamp },
 }
@@ -198,6 +205,7 @@ pub fn decide(facts: &Facts<'_>) -> Verdict {
     };
     let marked = rollout::marked_for(deployment, &node);
     let rolled_out_at = rollout::rolled_out_at(deployment, &node);
+    let held_since = rollout::held_since(deployment, &node);
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
     if marked && rolled_out_at.is_none_or(|at| created.is_some_and(|c| c > at)) {
         return allow(RolledOutBefore);
@@ -218,9 +226,10 @@ pub fn decide(facts: &Facts<'_>) -> Verdict {
         raised,
         timeout: timeout(facts.timeout, deployment),
     };
-    // The deny started with this replica's first one, or with the rollout any replica (or the
-    // drain watcher) made for this node, whichever came first.
-    let since = [facts.first_denied, rolled_out_at]
+    // The deny started with the first one any replica recorded on the Deployment, this
+    // replica's first one, or the rollout any replica (or the drain watcher) made for this
+    // node, whichever came first.
+    let since = [held_since, facts.first_denied, rolled_out_at]
         .into_iter()
         .flatten()
         .min();
@@ -232,13 +241,14 @@ pub fn decide(facts: &Facts<'_>) -> Verdict {
     }
     Verdict::Deny {
         start_rollout: !marked && !facts.rollout_started,
+        record_hold: held_since.is_none(),
         hold,
     }
 }
 
 /// How long evictions of the Deployment's pod may be denied: `--intercept-timeout` when set,
-/// else the Deployment's `progressDeadlineSeconds` (how long it says a rollout may take),
-/// at most [`MAX_DEFAULT_TIMEOUT`].
+/// else the Deployment's `progressDeadlineSeconds` (how long it says a rollout may take);
+/// at most [`MAX_TIMEOUT`] either way.
 pub fn timeout(flag: Option<Duration>, deployment: &Deployment) -> Duration {
     flag.unwrap_or_else(|| {
         deployment
@@ -247,8 +257,21 @@ pub fn timeout(flag: Option<Duration>, deployment: &Deployment) -> Duration {
             .and_then(|s| s.progress_deadline_seconds)
             .and_then(|s| u64::try_from(s).ok())
             .map_or(DEFAULT_PROGRESS_DEADLINE, Duration::from_secs)
-            .min(MAX_DEFAULT_TIMEOUT)
     })
+    .min(MAX_TIMEOUT)
+}
+
+/// Parses `--intercept-timeout`: a Go duration from 1s to [`MAX_TIMEOUT`]. A longer hold
+/// would stall a drain past what any drainer waits for.
+pub fn parse_timeout(value: &str) -> Result<Duration, String> {
+    let timeout = crate::k8s::duration::parse(value)?;
+    if timeout < Duration::from_secs(1) || timeout > MAX_TIMEOUT {
+        return Err(format!(
+            "{value:?} is out of range: the interception holds an eviction between 1s and \
+             15m at most, so that no drain stalls for longer"
+        ));
+    }
+    Ok(timeout)
 }
 
 /// Whether the pod's `Ready` condition is `True`.

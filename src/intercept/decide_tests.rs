@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::k8s::signals::DEFAULT_SIGNALS;
-use crate::resources::names::{RESTARTED_AT, ROLLED_OUT_FOR_NODE};
+use crate::resources::names::{EVICTION_HELD_SINCE, RESTARTED_AT, ROLLED_OUT_FOR_NODE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde_json::{Value, json};
 
@@ -141,12 +141,14 @@ fn the_lone_ready_replica_on_a_disrupted_node_is_held_and_its_deployment_rolled_
     let verdict = Case::new().decide();
     let Verdict::Deny {
         start_rollout,
+        record_hold,
         hold,
     } = verdict
     else {
         panic!("{verdict:?}");
     };
     assert!(start_rollout);
+    assert!(record_hold, "the first deny is recorded on the Deployment");
     assert_eq!(
         hold.target,
         Target {
@@ -385,8 +387,9 @@ fn the_timeout_is_the_flag_else_the_progress_deadline_capped() {
     let short = d(json!({"progressDeadlineSeconds": 120}));
     assert_eq!(timeout(None, &short), secs(120));
     let long = d(json!({"progressDeadlineSeconds": 7200}));
-    assert_eq!(timeout(None, &long), MAX_DEFAULT_TIMEOUT);
-    assert_eq!(timeout(Some(secs(3600)), &long), secs(3600));
+    assert_eq!(timeout(None, &long), MAX_TIMEOUT);
+    assert_eq!(timeout(Some(secs(3600)), &long), MAX_TIMEOUT);
+    assert_eq!(timeout(Some(secs(45)), &long), secs(45));
     let mut case = Case::new();
     case.timeout = Some(secs(60));
     case.first_denied = Some(now() - SignedDuration::from_secs(61));
@@ -432,4 +435,75 @@ fn a_rollout_recorded_for_another_node_does_not_count() {
         json!({ROLLED_OUT_FOR_NODE: "n2/other-uid"}),
     );
     assert_eq!(start_rollout(&case.decide()), Some(true));
+}
+
+fn record_hold(verdict: &Verdict) -> Option<bool> {
+    match verdict {
+        Verdict::Deny { record_hold, .. } => Some(*record_hold),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_hold_recorded_on_the_deployment_dates_the_deny_for_a_replica_that_remembers_nothing() {
+    // Another replica (or this one before a restart) denied first, 50 s ago, and its rollout
+    // patch failed: no rolled-out-for-node record, only the hold record.
+    let mut case = Case::new();
+    case.timeout = Some(Duration::from_secs(45));
+    case.deployment = deployment(
+        json!({}),
+        json!({EVICTION_HELD_SINCE: "n1/node-uid@2026-03-01T11:59:10Z"}),
+    );
+    match case.decide() {
+        Verdict::AllowAfterTimeout { since, .. } => {
+            assert_eq!(since, "2026-03-01T11:59:10Z".parse::<Timestamp>().unwrap())
+        }
+        other => panic!("{other:?}"),
+    }
+    // Within the timeout: held, the rollout tried again, the record not written twice.
+    case.timeout = Some(Duration::from_secs(60));
+    let verdict = case.decide();
+    assert_eq!(start_rollout(&verdict), Some(true));
+    assert_eq!(record_hold(&verdict), Some(false));
+}
+
+#[test]
+fn a_hold_recorded_for_another_node_or_node_incarnation_does_not_date_the_deny() {
+    let mut case = Case::new();
+    case.timeout = Some(Duration::from_secs(45));
+    for marker in ["n2/other-uid", "n1/old-uid"] {
+        case.deployment = deployment(
+            json!({}),
+            json!({EVICTION_HELD_SINCE: format!("{marker}@2026-03-01T11:00:00Z")}),
+        );
+        assert_eq!(record_hold(&case.decide()), Some(true), "{marker}");
+    }
+}
+
+#[test]
+fn the_earliest_of_the_recorded_hold_the_memory_and_the_rollout_dates_the_deny() {
+    let mut case = Case::new();
+    case.timeout = Some(Duration::from_secs(45));
+    case.first_denied = Some(now() - SignedDuration::from_secs(10));
+    case.deployment = deployment(
+        json!({"template": {"metadata": {"annotations": {RESTARTED_AT: "2026-03-01T11:59:40Z"}}}}),
+        json!({ROLLED_OUT_FOR_NODE: "n1/node-uid",
+               EVICTION_HELD_SINCE: "n1/node-uid@2026-03-01T11:59:00Z"}),
+    );
+    match case.decide() {
+        Verdict::AllowAfterTimeout { since, .. } => {
+            assert_eq!(since, "2026-03-01T11:59:00Z".parse::<Timestamp>().unwrap())
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_timeout_flag_takes_1s_to_15m_and_refuses_more_with_a_reason() {
+    assert_eq!(parse_timeout("45s"), Ok(Duration::from_secs(45)));
+    assert_eq!(parse_timeout("15m"), Ok(MAX_TIMEOUT));
+    let error = parse_timeout("16m").unwrap_err();
+    assert!(error.contains("15m"), "{error}");
+    assert!(parse_timeout("0s").is_err());
+    assert!(parse_timeout("2h").is_err());
 }

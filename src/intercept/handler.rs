@@ -8,8 +8,11 @@
 //! the resourceVersion it checked, so a second writer gets a conflict, reads again and finds
 //! the record. Leader-only writes would tie every intercepted eviction to one replica (a deny
 //! answered elsewhere would start nothing until a retry happened to reach the leader, and
-//! nothing at all during a Lease hand-over) for no gain in safety. The record's `restartedAt`
-//! also dates the deny for every replica, so the timeout holds whichever replica answers.
+//! nothing at all during a Lease hand-over) for no gain in safety. The first deny is also
+//! recorded on the Deployment (`disruption-guard.io/eviction-held-since`, beside the answer),
+//! and with the record's `restartedAt` it dates the deny for every replica, so the timeout
+//! holds whichever replica answers and however often replicas restart, even when the rollout
+//! patch keeps failing.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use super::decide::{self, AllowReason, Eviction, Facts, Hold, Verdict};
 use super::denials::{Denials, Key, Skips};
 use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, RATE_LIMITED, TIMEOUT};
 use super::review::{self, Parsed};
+use crate::k8s::rollout::{self, NodeRef};
 use crate::k8s::signals::Signal;
 use crate::k8s::workload::{self, SkipReason};
 use crate::resources::names::INTERCEPT_EVICTIONS;
@@ -49,6 +53,9 @@ pub const PATH: &str = "/evictions";
 pub trait Actions: Send + Sync {
     /// Starts the rollout that moves the held pod (spawned; returns at once).
     fn start_rollout(&self, hold: &Hold, key: Key);
+    /// Records on the Deployment that evictions on the hold's node are held since `since`
+    /// (spawned; returns at once).
+    fn record_hold(&self, hold: &Hold, key: Key, since: Timestamp);
     /// Reports an eviction let through after the timeout (spawned; returns at once).
     fn report_timeout(&self, hold: &Hold, since: Timestamp);
     /// Reports an eviction let through at once because a rollout cannot save the pod, on a
@@ -176,10 +183,16 @@ impl InterceptState {
             }
             Verdict::Deny {
                 start_rollout,
+                record_hold,
                 hold,
             } => {
                 let key = key(&hold);
-                if self.denials.deny(&key, now, start_rollout) {
+                let claims = self.denials.deny(&key, now, start_rollout, record_hold);
+                if claims.hold_record {
+                    self.actions
+                        .record_hold(&hold, key.clone(), claims.first_denied);
+                }
+                if claims.rollout {
                     info!(
                         namespace = %ns, pod = %pod, deployment = %hold.target.deployment,
                         node = %hold.target.node.name, signal = %hold.raised.signal,
@@ -256,11 +269,12 @@ impl InterceptState {
             .is_some_and(|v| v == "false");
         let memory = match (&deployment, &node) {
             (Some(d), Some(n)) => {
-                let key = (
-                    d.metadata.uid.clone().unwrap_or_default(),
-                    n.metadata.uid.clone().unwrap_or_default(),
-                );
-                self.denials.recall(&key)
+                let node = NodeRef {
+                    name: n.metadata.name.clone().unwrap_or_default(),
+                    uid: n.metadata.uid.clone().unwrap_or_default(),
+                };
+                let key = (d.metadata.uid.clone().unwrap_or_default(), node.uid.clone());
+                self.denials.recall(&key, rollout::recorded_for(d, &node))
             }
             _ => Default::default(),
         };

@@ -13,6 +13,7 @@ use tower::ServiceExt;
 #[derive(Default)]
 struct Recorded {
     rollouts: Mutex<Vec<Key>>,
+    holds: Mutex<Vec<(Key, Timestamp)>>,
     timeouts: Mutex<Vec<String>>,
     skips: Mutex<Vec<(String, SkipReason)>>,
 }
@@ -20,6 +21,9 @@ struct Recorded {
 impl Actions for Recorded {
     fn start_rollout(&self, _hold: &Hold, key: Key) {
         self.rollouts.lock().unwrap().push(key);
+    }
+    fn record_hold(&self, _hold: &Hold, key: Key, since: Timestamp) {
+        self.holds.lock().unwrap().push((key, since));
     }
     fn report_timeout(&self, hold: &Hold, _since: Timestamp) {
         self.timeouts.lock().unwrap().push(hold.target.pod.clone());
@@ -189,6 +193,10 @@ async fn a_v1_eviction_of_the_lone_replica_is_denied_with_429_and_rolls_out_once
     assert_eq!(again["allowed"], false);
     let rollouts = f.actions.rollouts.lock().unwrap().clone();
     assert_eq!(rollouts, [("deploy-uid".into(), "node-uid".into())]);
+    // The first deny is recorded on the Deployment once, dated by the first answer.
+    let holds = f.actions.holds.lock().unwrap().clone();
+    assert_eq!(holds.len(), 1);
+    assert_eq!(holds[0].0, ("deploy-uid".into(), "node-uid".into()));
     let out = metrics(&f.state);
     assert!(
         out.contains("disruption_guard_intercept_denied_total 2\n"),
@@ -309,7 +317,7 @@ async fn past_the_timeout_the_eviction_is_allowed_and_reported_once() {
     let f = fixture(rolling(), false);
     let key = ("deploy-uid".to_string(), "node-uid".to_string());
     let long_ago = Timestamp::now() - jiff::SignedDuration::from_secs(61);
-    f.state.denials.deny(&key, long_ago, true);
+    f.state.denials.deny(&key, long_ago, true, true);
     for _ in 0..2 {
         let response = post(&f.state, body("v1", "web-abc", json!({}), false)).await;
         assert_eq!(response["allowed"], true);

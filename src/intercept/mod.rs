@@ -66,9 +66,10 @@ pub struct InterceptArgs {
     #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_PORT", default_value_t = 9443)]
     pub intercept_port: u16,
 
-    /// Let a held eviction through after this long (default: the Deployment's
+    /// Let a held eviction through after this long, counted from the first deny of any
+    /// replica (recorded on the Deployment); 1s to 15m (default: the Deployment's
     /// progressDeadlineSeconds, at most 15m).
-    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_TIMEOUT", value_parser = crate::k8s::duration::parse)]
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_TIMEOUT", value_parser = decide::parse_timeout)]
     pub intercept_timeout: Option<Duration>,
 
     /// Namespace of the operator: its webhook Service and certificate Secret live there.

@@ -33,6 +33,10 @@ pub const ROLLOUT_ON_DRAIN: &str = "disruption-guard.io/rollout-on-drain";
 /// Deployment annotation recording the node (`<name>/<uid>`) a drain-watcher rollout was made
 /// for, so a restarted operator does not roll the same Deployment out again for the same node.
 pub const ROLLED_OUT_FOR_NODE: &str = "disruption-guard.io/rolled-out-for-node";
+/// Deployment annotation recording when the eviction interception first held back an eviction
+/// of its pod on a node being disrupted (`<name>/<uid>@<RFC 3339>`): every replica, and any
+/// after a restart, counts `--intercept-timeout` from there.
+pub const EVICTION_HELD_SINCE: &str = "disruption-guard.io/eviction-held-since";
 /// Namespace label, or pod annotation: `"false"` lets evictions of its pods through the
 /// eviction interception untouched (the webhook's namespaceSelector leaves such namespaces out).
 pub const INTERCEPT_EVICTIONS: &str = "disruption-guard.io/intercept-evictions";

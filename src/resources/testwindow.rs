@@ -48,7 +48,8 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TestWindowSpec {
-    /// Pods of this namespace to protect; an empty selector selects every pod.
+    /// Pods of this namespace to protect; an empty selector selects every pod. Pods a DaemonSet
+    /// runs are left out unless `protect.daemonSets` is true.
     #[serde(default)]
     #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])").message("selector operators are In, NotIn, Exists and DoesNotExist"))]
     #[x_kube(validation = Rule::new("!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))").message("In and NotIn need values; Exists and DoesNotExist take none"))]
@@ -99,6 +100,11 @@ pub struct Protect {
     /// Karpenter stops honouring it on time even if the operator is down at expiry.
     #[serde(default)]
     pub karpenter_duration: bool,
+    /// Also protect pods that a DaemonSet runs, and so the nodes they run on. Off by default:
+    /// a DaemonSet runs a pod on every node, so a selector that matches its pods (an empty one
+    /// does) would keep every node of the cluster from being consolidated.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub daemon_sets: bool,
 }
 
 fn yes() -> bool {
@@ -112,6 +118,7 @@ impl Default for Protect {
             do_not_disrupt: true,
             nodes: true,
             karpenter_duration: false,
+            daemon_sets: false,
         }
     }
 }

@@ -161,15 +161,32 @@ pub fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
     meta.labels.as_ref().unwrap_or(&EMPTY)
 }
 
-/// The pods of the namespace the window selects and protects.
+/// The pods of the namespace the window selects and protects: live, matched by its selector,
+/// and not run by a DaemonSet unless the window asks for those ([`selects`]).
 pub fn selected_pods<'a>(
     window: &WindowFacts,
     pods: &'a [Arc<PodDigest>],
 ) -> Vec<&'a Arc<PodDigest>> {
     pods.iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(window.namespace.as_str()))
-        .filter(|p| is_live(p) && selector::matches(&window.selector, labels(&p.metadata)))
+        .filter(|p| is_live(p) && selects(window, &p.metadata))
         .collect()
+}
+
+/// Whether the window protects a pod with this metadata: its selector matches, and the pod is
+/// not a DaemonSet's unless `protect.daemonSets` is set. A DaemonSet runs a pod on every node,
+/// so protecting its pods protects every node: an empty selector would stop all consolidation.
+pub fn selects(window: &WindowFacts, pod: &ObjectMeta) -> bool {
+    selector::matches(&window.selector, labels(pod))
+        && (window.protect.daemon_sets || !is_daemon_set_pod(pod))
+}
+
+/// Whether a DaemonSet controls the pod.
+pub fn is_daemon_set_pod(pod: &ObjectMeta) -> bool {
+    pod.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet")
 }
 
 /// The workload a pod belongs to, `Ok(None)` for pods no PDB can cover (bare pods, Jobs,

@@ -591,3 +591,101 @@ fn signals() -> Vec<crate::k8s::signals::Signal> {
         .map(|s| s.parse().unwrap())
         .collect()
 }
+
+/// A pod of the DaemonSet `agent` on `node`.
+fn daemon_pod(name: &str, node: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"),
+            "labels": {"app": "agent"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "uid-agent", "controller": true}]},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": "Running", "startTime": "2026-01-01T10:00:00Z"}
+    })
+}
+
+/// A world of three nodes: the Deployment's pod on n1, a DaemonSet pod on each node.
+fn world_with_a_daemon_set() -> World {
+    let mut w = world(vec![
+        pod("api-1-a", "api-1", "n1"),
+        daemon_pod("agent-1", "n1"),
+        daemon_pod("agent-2", "n2"),
+        daemon_pod("agent-3", "n3"),
+    ]);
+    w.nodes = vec![obj(node("n1")), obj(node("n2")), obj(node("n3"))];
+    w
+}
+
+fn annotated(p: &super::plan::WindowPlan, target: Target) -> Vec<String> {
+    let mut names: Vec<String> = p
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Annotate {
+                target: t,
+                name,
+                annotations,
+                ..
+            } if *t == target && !annotations.is_empty() => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_empty_selector_leaves_daemon_set_pods_and_the_nodes_only_they_occupy_alone() {
+    let mut win = view("w1", true);
+    win.selector = Default::default();
+    let p = plan(&win, &world_with_a_daemon_set());
+    assert_eq!(annotated(&p, Target::Pod), ["api-1-a"]);
+    assert_eq!(annotated(&p, Target::Node), ["n1"]);
+    assert_eq!((p.pods, p.nodes, p.workloads), (1, 1, 1));
+}
+
+#[test]
+fn a_selector_naming_daemon_set_pods_still_needs_the_explicit_opt_in() {
+    let mut win = view("w1", true);
+    win.selector = serde_json::from_value(json!({"matchLabels": {"app": "agent"}})).unwrap();
+    let p = plan(&win, &world_with_a_daemon_set());
+    assert!(annotated(&p, Target::Pod).is_empty());
+    assert!(annotated(&p, Target::Node).is_empty());
+    assert_eq!(p.pods, 0);
+}
+
+#[test]
+fn with_protect_daemon_sets_an_empty_selector_protects_every_pod_and_its_node() {
+    let mut win = view("w1", true);
+    win.selector = Default::default();
+    win.protect.daemon_sets = true;
+    let p = plan(&win, &world_with_a_daemon_set());
+    assert_eq!(
+        annotated(&p, Target::Pod),
+        ["agent-1", "agent-2", "agent-3", "api-1-a"]
+    );
+    assert_eq!(annotated(&p, Target::Node), ["n1", "n2", "n3"]);
+    // DaemonSet pods get annotations, never a PDB: only the Deployment is a workload.
+    assert_eq!((p.pods, p.nodes, p.workloads), (4, 3, 1));
+}
+
+#[test]
+fn turning_the_opt_in_off_releases_the_daemon_set_pods_and_their_nodes() {
+    let mut win = view("w1", true);
+    win.selector = Default::default();
+    win.protect.daemon_sets = true;
+    let settled = settle(world_with_a_daemon_set(), &win);
+    win.protect.daemon_sets = false;
+    let p = plan(&win, &settled);
+    let mut released: Vec<String> = p
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Annotate {
+                name, annotations, ..
+            } if annotations.is_empty() => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    released.sort();
+    assert_eq!(released, ["agent-1", "agent-2", "agent-3", "n2", "n3"]);
+}
