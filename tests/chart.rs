@@ -1274,29 +1274,32 @@ async fn helm_upgrade_from_the_previous_chart_updates_the_crd() {
     .await;
 }
 
-/// The CRD the chart renders (`files/testwindows.crd.yaml`) is the one the binary generates from
-/// its types.
+/// The CRDs the chart renders (`files/testwindows.crd.yaml`, `files/citrusts.crd.yaml`) are the
+/// ones the binary generates from its types.
 #[test]
 fn the_charts_crd_is_what_the_binary_generates() {
-    let out = std::process::Command::new(support::operator::binary())
-        .arg("crd")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let path = support::repo_root().join("charts/disruption-guard/files/testwindows.crd.yaml");
-    let chart = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let generated = String::from_utf8(out.stdout).unwrap();
-    if chart != generated {
-        let line = chart
-            .lines()
-            .zip(generated.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| chart.lines().count().min(generated.lines().count()));
-        panic!(
-            "{} drifted from `disruption-guard crd` (first difference at line {}): regenerate it with `make crd`",
-            path.display(),
-            line + 1
-        );
+    for which in ["testwindows", "citrusts"] {
+        let out = std::process::Command::new(support::operator::binary())
+            .args(["crd", which])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let path =
+            support::repo_root().join(format!("charts/disruption-guard/files/{which}.crd.yaml"));
+        let chart = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let generated = String::from_utf8(out.stdout).unwrap();
+        if chart != generated {
+            let line = chart
+                .lines()
+                .zip(generated.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| chart.lines().count().min(generated.lines().count()));
+            panic!(
+                "{} drifted from `disruption-guard crd {which}` (first difference at line {}): regenerate it with `make crd`",
+                path.display(),
+                line + 1
+            );
+        }
     }
 }
