@@ -1,7 +1,8 @@
 //! The signing keys of one trusted issuer: discovery (`/.well-known/openid-configuration`)
 //! and its JWKS fetched over HTTPS, cached, fetched again on a schedule ([`REFRESH_EVERY`])
 //! and when a token names a key id the cache does not hold (at most once per
-//! [`MIN_REFETCH`], so a flood of made-up key ids cannot turn into a flood of fetches).
+//! [`MIN_REFETCH`], so a flood of made-up key ids cannot turn into a flood of fetches: such a
+//! token waits for the next allowed fetch, shared by every request waiting, then is refused).
 //!
 //! An issuer that is down changes nothing for keys already cached; a token signed with a key
 //! that cannot be fetched is refused (401) with the reason, never a 500.
@@ -25,7 +26,7 @@ use super::token::{Header, Refusal};
 /// How often the keys are fetched again even when nothing asks for it.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(600);
 /// Shortest time between two fetches caused by unknown key ids.
-pub const MIN_REFETCH: Duration = Duration::from_secs(10);
+pub const MIN_REFETCH: Duration = Duration::from_secs(5);
 /// Largest discovery document or JWKS accepted, in bytes.
 const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 
@@ -60,9 +61,11 @@ struct Discovery {
     jwks_uri: String,
 }
 
-/// Whether an unknown key id may cause a fetch now: pure, so it is unit-tested.
-pub fn may_refetch(attempted: Option<Instant>, now: Instant) -> bool {
-    attempted.is_none_or(|at| now.saturating_duration_since(at) >= MIN_REFETCH)
+/// How long an unknown key id waits before it may cause a fetch (`None`: fetch now): pure,
+/// so it is unit-tested.
+pub fn refetch_wait(attempted: Option<Instant>, now: Instant) -> Option<Duration> {
+    let since = now.saturating_duration_since(attempted?);
+    (since < MIN_REFETCH).then(|| MIN_REFETCH - since)
 }
 
 /// The keys of a JWKS document usable for signatures (kept: RSA, EC and OKP keys whose `use`
@@ -191,25 +194,29 @@ impl IssuerKeys {
     }
 
     /// Verifies the signature of `token` (whose header is `header`) and returns its claims
-    /// (unchecked: see [`super::token::check`]). An unknown key id fetches the keys again once
-    /// (rate-limited) before the token is refused.
+    /// (unchecked: see [`super::token::check`]). A key id the cache does not hold waits for the
+    /// next fetch (one at a time, at most one per [`MIN_REFETCH`]: every request waiting then
+    /// shares it) before the token is refused, so a rotation at the issuer never fails a
+    /// request, and made-up key ids cost one fetch per interval whatever their number.
     pub async fn verify(
         &self,
         token: &str,
         header: &Header,
     ) -> Result<Map<String, Value>, Refusal> {
-        match self.verify_cached(token, header) {
-            Some(result) => return result,
-            None => {
-                let _guard = self.fetching.lock().await;
-                // Another request may have fetched the keys while this one waited.
-                if let Some(result) = self.verify_cached(token, header) {
-                    return result;
+        if let Some(result) = self.verify_cached(token, header) {
+            return result;
+        }
+        let arrived = Instant::now();
+        {
+            let _guard = self.fetching.lock().await;
+            let attempted = self.cached.read().expect("issuer keys lock").attempted;
+            // A fetch that started after this request arrived already answered it.
+            let fetched_since = attempted.is_some_and(|at| at >= arrived);
+            if !fetched_since {
+                if let Some(wait) = refetch_wait(attempted, Instant::now()) {
+                    tokio::time::sleep(wait).await;
                 }
-                let attempted = self.cached.read().expect("issuer keys lock").attempted;
-                if may_refetch(attempted, Instant::now()) {
-                    self.refresh_locked().await;
-                }
+                self.refresh_locked().await;
             }
         }
         self.verify_cached(token, header).unwrap_or_else(|| {
@@ -284,9 +291,12 @@ mod tests {
     #[test]
     fn an_unknown_key_id_fetches_again_at_most_once_per_interval() {
         let now = Instant::now();
-        assert!(may_refetch(None, now));
-        assert!(!may_refetch(Some(now), now + MIN_REFETCH / 2));
-        assert!(may_refetch(Some(now), now + MIN_REFETCH));
+        assert_eq!(refetch_wait(None, now), None);
+        assert_eq!(
+            refetch_wait(Some(now), now + MIN_REFETCH / 4),
+            Some(MIN_REFETCH * 3 / 4)
+        );
+        assert_eq!(refetch_wait(Some(now), now + MIN_REFETCH), None);
     }
 
     #[test]
