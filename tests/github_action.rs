@@ -162,6 +162,97 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
     .await;
 }
 
+/// A job with `permissions: id-token: write` and no `token` input: `main` and `post` each ask
+/// the runner (a stand-in handing out the real test issuer's tokens) for an id-token for the
+/// `audience` input, mask it, and the operator, with its ordinary authentication, accepts it
+/// through the API server's JWT authenticator for the issuer (structured authentication), for
+/// the user RBAC grants windows to.
+#[tokio::test]
+async fn without_a_token_the_action_uses_the_jobs_id_token_from_the_runner_in_main_and_post() {
+    let issuer = support::authn::trust_shared_issuer();
+    with_namespace(|client, ns| async move {
+        let runner = support::runner_token::RunnerTokenEndpoint::start(issuer, &ns, "pipeline");
+        support::authn::grant_windows(&client, &ns, &support::authn::user_for(&ns, "pipeline"))
+            .await;
+        let op = Operator::start_with(&ns, vec![format!("--namespaces={ns}")]).await;
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("gha-oidc-{ns}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (state, output) = (dir.join("state"), dir.join("output"));
+        std::fs::write(&state, "").unwrap();
+        std::fs::write(&output, "").unwrap();
+        let mut inputs = vec![
+            ("INPUT_SERVER", op.api.clone()),
+            ("INPUT_NAMESPACE", ns.clone()),
+            ("INPUT_AUDIENCE", support::authn::AUDIENCE.to_string()),
+            ("INPUT_TTL", "10m".to_string()),
+            ("INPUT_WAIT-TIMEOUT", "60s".to_string()),
+            ("GITHUB_STATE", state.display().to_string()),
+            ("GITHUB_OUTPUT", output.display().to_string()),
+            ("GITHUB_RUN_ID", "4545".to_string()),
+            ("GITHUB_JOB", "e2e".to_string()),
+        ];
+        inputs.extend(runner.env());
+        // RBAC reaches the API server's authorizer a moment after the binding is created.
+        let main = wait::for_some("main to open the window", Duration::from_secs(30), || {
+            let inputs = inputs.clone();
+            std::fs::write(&output, "").unwrap();
+            async move {
+                let main = node_step("main.js", &inputs);
+                let stdout = String::from_utf8_lossy(&main.stdout).into_owned();
+                (main.status.success() && !stdout.contains("::error::")).then_some(stdout)
+            }
+        })
+        .await;
+        let minted = main
+            .lines()
+            .find_map(|l| l.strip_prefix("::add-mask::"))
+            .expect("the id-token is masked");
+        assert_eq!(minted.split('.').count(), 3, "a JWT is masked: {main}");
+        assert!(
+            main.find("::add-mask::") < main.find("is open"),
+            "masked before anything else is printed: {main}"
+        );
+        let name = std::fs::read_to_string(&output)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("window=").map(str::to_string))
+            .expect("window= in GITHUB_OUTPUT");
+        assert_eq!(phase_and_ready(&ns, &name), "Active True");
+
+        let asked_by_main = runner.audiences().len();
+        let post = post_step(&inputs, &state);
+        let stdout = String::from_utf8_lossy(&post.stdout);
+        assert!(
+            post.status.success() && stdout.contains("closed") && !stdout.contains("::warning::"),
+            "post step: {stdout}"
+        );
+        assert!(
+            stdout.contains("::add-mask::"),
+            "post masks its own id-token: {stdout}"
+        );
+        assert_eq!(
+            runner.audiences().len(),
+            asked_by_main + 1,
+            "post asks the runner for a fresh id-token"
+        );
+        assert!(
+            runner
+                .audiences()
+                .iter()
+                .all(|a| a == support::authn::AUDIENCE),
+            "{:?}",
+            runner.audiences()
+        );
+        wait::until(
+            "the window to be Closed",
+            Duration::from_secs(10),
+            || async { phase(&ns, &name) == "Closed" },
+        )
+        .await;
+    })
+    .await;
+}
+
 /// The legs of a matrix job share run id, attempt and job id. Each leg's `main` opens its own
 /// window, and one leg's `post` closes its own window and leaves the other leg's open.
 #[tokio::test]

@@ -75,6 +75,78 @@ function stepIO({ env = process.env, load = require } = {}) {
   };
 }
 
+// The runner's id-token endpoint, when the job may request one (`permissions: id-token: write`
+// makes the runner set both variables); null otherwise.
+function idTokenRequest(env) {
+  const url = env.ACTIONS_ID_TOKEN_REQUEST_URL;
+  const token = env.ACTIONS_ID_TOKEN_REQUEST_TOKEN;
+  return url && token ? { url, token } : null;
+}
+
+// When a JWT expires (its `exp`, in ms), read without verifying it (the guard verifies it);
+// null when it is not a JWT with an `exp`.
+function jwtExpiryMs(jwt) {
+  try {
+    const payload = JSON.parse(Buffer.from(String(jwt).split('.')[1], 'base64url').toString());
+    return typeof payload.exp === 'number' ? payload.exp * 1000 : null;
+  } catch {
+    return null;
+  }
+}
+
+// Asks the runner for an id-token for `audience`, as @actions/core's getIDToken does: GET the
+// request URL with `audience` added, authorized by the request token; the answer is
+// `{"value": "<jwt>"}`. A failure is a CallError (status 0 when the runner was not reached), so
+// `call` retries it like a guard's hiccup.
+async function requestIdToken({ url, token }, audience) {
+  const target = new URL(url);
+  target.searchParams.set('audience', audience);
+  let res;
+  let text;
+  try {
+    res = await fetch(target, {
+      headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+      signal: AbortSignal.timeout(30000),
+    });
+    text = await res.text();
+  } catch (err) {
+    throw new CallError(`requesting an id-token from the runner: ${err.message}`, 0);
+  }
+  let value;
+  try { value = JSON.parse(text).value; } catch { value = undefined; }
+  if (!res.ok || !value) {
+    throw new CallError(`requesting an id-token from the runner: ${res.status} ${text.slice(0, 200)}`,
+      res.ok ? 502 : res.status);
+  }
+  return value;
+}
+
+// Where the bearer token comes from: the `token` input when given; otherwise, when the job has
+// `permissions: id-token: write`, an id-token for `audience` from the runner, requested again
+// when it is within `marginMs` of its expiry (so a long retry or wait never sends an expired
+// one). Every token is masked before it is used. Returns an async function giving the token.
+function bearer({ io, audience, env = process.env, marginMs = 60000, now = Date.now }) {
+  const given = input('token');
+  if (given) {
+    io.mask(given);
+    return async () => given;
+  }
+  const request = idTokenRequest(env);
+  if (!request) {
+    throw new Error('input token is required, unless the job has `permissions: id-token: write` '
+      + '(then the action requests an id-token from the runner)');
+  }
+  let cached = null;
+  return async () => {
+    if (!cached || (cached.expMs != null && cached.expMs - now() < marginMs)) {
+      const value = await requestIdToken(request, audience || 'disruption-guard');
+      io.mask(value);
+      cached = { value, expMs: jwtExpiryMs(value) };
+    }
+    return cached.value;
+  };
+}
+
 // A random nonce, made once per run of main (before any retry).
 function newNonce() {
   return crypto.randomBytes(6).toString('hex');
@@ -214,13 +286,15 @@ function guardFailure(err) {
 }
 
 async function attempt(method, url, token, body, timeoutMs) {
+  // A token source (see `bearer`) gives a fresh token for each attempt.
+  const bearerToken = typeof token === 'function' ? await token() : token;
   let res;
   let text;
   try {
     res = await fetch(url, {
       method,
       headers: {
-        authorization: `Bearer ${token}`,
+        authorization: `Bearer ${bearerToken}`,
         'content-type': 'application/json',
         accept: 'application/json, application/problem+json',
       },
@@ -244,7 +318,7 @@ async function attempt(method, url, token, body, timeoutMs) {
   return json;
 }
 
-// One API call, retried while the guard hiccups, for at most `retryForMs` in total; each attempt
+// One API call (`token`: a string or a token source), retried while the guard hiccups, for at most `retryForMs` in total; each attempt
 // is abandoned after `timeoutMs` (longer than the `?wait=true` timeout it asks for).
 async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 90000) {
   const started = Date.now();
@@ -270,5 +344,5 @@ async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 9
 
 module.exports = {
   input, stepIO, call, durationMs, retryAfterMs, retryDelay, guardFailure, CallError,
-  maskCommands, newNonce, idempotencyKey, goDuration, selectorText, mdCell, summaryMarkdown,
+  maskCommands, newNonce, idempotencyKey, idTokenRequest, jwtExpiryMs, requestIdToken, bearer, goDuration, selectorText, mdCell, summaryMarkdown,
 };

@@ -7,7 +7,8 @@ const fs = require('fs');
 const path = require('path');
 const {
   durationMs, retryAfterMs, retryDelay, guardFailure, CallError, maskCommands, newNonce,
-  idempotencyKey, goDuration, selectorText, mdCell, summaryMarkdown, stepIO,
+  idempotencyKey, goDuration, selectorText, mdCell, summaryMarkdown, stepIO, idTokenRequest,
+  jwtExpiryMs, bearer,
 } = require('./lib');
 
 test('durations are Go durations', () => {
@@ -278,5 +279,57 @@ test('main and post export run for test tools, and run only when run directly', 
     // Requiring the entry point starts nothing (no input is read, no call made).
     const { run } = require(`./${file}`);
     assert.strictEqual(typeof run, 'function', file);
+  }
+});
+
+// A JWT-shaped token with `exp` (seconds); unsigned: only its shape matters here.
+function jwtWithExp(exp) {
+  const part = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  return `${part({ alg: 'RS256' })}.${part({ exp, sub: 'repo:org/shop:ref:refs/heads/main' })}.sig`;
+}
+
+test('the runner offers an id-token only with both request variables', () => {
+  assert.strictEqual(idTokenRequest({}), null);
+  assert.strictEqual(idTokenRequest({ ACTIONS_ID_TOKEN_REQUEST_URL: 'https://r/x' }), null);
+  assert.deepStrictEqual(
+    idTokenRequest({ ACTIONS_ID_TOKEN_REQUEST_URL: 'https://r/x', ACTIONS_ID_TOKEN_REQUEST_TOKEN: 't' }),
+    { url: 'https://r/x', token: 't' },
+  );
+});
+
+test('a JWT expiry is read from its exp claim; anything else has none', () => {
+  assert.strictEqual(jwtExpiryMs(jwtWithExp(1700000000)), 1700000000000);
+  assert.strictEqual(jwtExpiryMs('static-token'), null);
+  assert.strictEqual(jwtExpiryMs(''), null);
+});
+
+test('without a token input or id-token permission the step says what to give', () => {
+  delete process.env.INPUT_TOKEN;
+  assert.throws(() => bearer({ io: { mask() {} }, env: {} }), /id-token: write/);
+});
+
+test('the id-token is requested for the audience, masked, reused, and requested again near expiry', async () => {
+  delete process.env.INPUT_TOKEN;
+  const realFetch = global.fetch;
+  const asked = [];
+  let now = 1000000000000;
+  const tokens = [jwtWithExp(now / 1000 + 300), jwtWithExp(now / 1000 + 900)];
+  global.fetch = async (url, init) => {
+    asked.push({ audience: new URL(url).searchParams.get('audience'), auth: init.headers.authorization });
+    return new Response(JSON.stringify({ value: tokens[asked.length - 1] }), { status: 200 });
+  };
+  try {
+    const masked = [];
+    const env = { ACTIONS_ID_TOKEN_REQUEST_URL: 'https://runner/idtoken?api-version=2.0', ACTIONS_ID_TOKEN_REQUEST_TOKEN: 'rt' };
+    const source = bearer({ io: { mask: (t) => masked.push(t) }, audience: 'guard', env, now: () => now });
+    assert.strictEqual(await source(), tokens[0]);
+    now += 200 * 1000; // 100 s left: more than the margin, reused
+    assert.strictEqual(await source(), tokens[0]);
+    now += 50 * 1000; // 50 s left: requested again
+    assert.strictEqual(await source(), tokens[1]);
+    assert.deepStrictEqual(asked, [{ audience: 'guard', auth: 'Bearer rt' }, { audience: 'guard', auth: 'Bearer rt' }]);
+    assert.deepStrictEqual(masked, tokens);
+  } finally {
+    global.fetch = realFetch;
   }
 });

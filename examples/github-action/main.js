@@ -2,14 +2,14 @@
 // tools such as @github/local-action require it and call `run`.
 'use strict';
 const {
-  input, stepIO, call, durationMs, guardFailure, newNonce, idempotencyKey,
+  input, stepIO, call, durationMs, guardFailure, newNonce, idempotencyKey, bearer,
 } = require('./lib');
 
 async function open(io) {
-  io.mask(input('token'));
+  // The `token` input (masked at once), or the runner's id-token for `audience`.
+  const token = bearer({ io, audience: input('audience') });
   const retryFor = durationMs(input('retry-for') || '2m');
   const server = input('server', true).replace(/\/$/, '');
-  const token = input('token', true);
   const namespace = input('namespace', true);
   const body = {
     // Kubernetes selector syntax, parsed by the server: `tier=backend,app in (api,web)`.

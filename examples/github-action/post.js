@@ -3,7 +3,7 @@
 // @github/local-action require it and call `run`.
 'use strict';
 const {
-  input, stepIO, call, durationMs, mdCell, summaryMarkdown,
+  input, stepIO, call, durationMs, mdCell, summaryMarkdown, bearer,
 } = require('./lib');
 
 // Appends to the step summary, when the runner gives one; a summary that cannot be written is a
@@ -27,7 +27,8 @@ function protectionAtOpen(io) {
 }
 
 async function close(io) {
-  io.mask(input('token'));
+  // The `token` input, or a fresh id-token from the runner: the one main used may have expired.
+  const token = bearer({ io, audience: input('audience') });
   // The window main opened, by its name: each leg of a matrix job has its own state.
   const name = io.state('window');
   const namespace = io.state('namespace');
@@ -39,7 +40,7 @@ async function close(io) {
   const url = `${server}/v1/namespaces/${encodeURIComponent(namespace)}/windows/${encodeURIComponent(name)}?wait=true`;
   let closed;
   try {
-    closed = await call('DELETE', url, input('token', true), undefined,
+    closed = await call('DELETE', url, token, undefined,
       durationMs(input('retry-for') || '2m'));
   } catch (err) {
     await summary(io, `### disruption-guard: window ${mdCell(`${namespace}/${name}`)} was not closed\n\n`

@@ -6,16 +6,19 @@
 
 #![allow(dead_code)]
 
+pub mod authn;
 pub mod chart_identity;
 pub mod drain;
 pub mod examples;
 pub mod faults;
 pub mod fixtures;
 pub mod intercept;
+pub mod issuer;
 pub mod karpenter;
 pub mod operator;
 pub mod pods;
 pub mod proxy;
+pub mod runner_token;
 pub mod stats;
 pub mod wait;
 pub mod windows;
