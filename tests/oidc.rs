@@ -54,35 +54,33 @@ async fn operator_trusting(ns: &str, issuer: &Issuer) -> Operator {
     .await
 }
 
-/// A CITrust in `ns` for the issuer's ServiceAccount `issuer_ns/sa`.
-async fn trust(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    issuer: &Issuer,
-    subject: &str,
-    grants: &[Grant],
-    claims: &[(&str, &str)],
-    bounds: Option<Bounds>,
-) {
-    let mut object = CITrust::new(
-        name,
-        CITrustSpec {
-            issuer: issuer.url(),
-            subject: subject.to_string(),
-            claims: claims
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            grants: grants.to_vec(),
-            bounds,
-        },
-    );
+/// What a CITrust for `issuer` says: `sub` exactly, `grants`, no claims, no bounds.
+fn spec(issuer: &Issuer, subject: &str, grants: &[Grant]) -> CITrustSpec {
+    CITrustSpec {
+        issuer: issuer.url(),
+        subject: subject.to_string(),
+        claims: BTreeMap::new(),
+        grants: grants.to_vec(),
+        bounds: None,
+    }
+}
+
+/// Creates the CITrust `name` in `ns`.
+async fn trust(client: &Client, ns: &str, name: &str, spec: CITrustSpec) {
+    let mut object = CITrust::new(name, spec);
     object.metadata.namespace = Some(ns.to_string());
     Api::<CITrust>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("creating CITrust {name}: {e}"));
+}
+
+/// `max` as a bound on the ttl.
+fn max_ttl(max: &str) -> Option<Bounds> {
+    Some(Bounds {
+        max_ttl: Some(max.parse().unwrap()),
+        ..Default::default()
+    })
 }
 
 fn now() -> i64 {
@@ -215,21 +213,11 @@ async fn a_ci_token_opens_renews_and_closes_a_window_where_a_citrust_grants_it()
         );
         assert!(windows_in(&client, &ns).await.is_empty());
 
-        let bounds = Bounds {
-            max_ttl: Some("20m".parse().unwrap()),
-            ..Default::default()
+        let bounded = CITrustSpec {
+            bounds: max_ttl("20m"),
+            ..spec(issuer, &sub, ALL)
         };
-        trust(
-            &client,
-            &ns,
-            "pipeline",
-            issuer,
-            &sub,
-            ALL,
-            &[],
-            Some(bounds),
-        )
-        .await;
+        trust(&client, &ns, "pipeline", bounded).await;
         until_trusted(&op, &ns, &token).await;
 
         let (status, body, _) = call(
@@ -308,43 +296,18 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
         let op = operator_trusting(&ns, issuer).await;
         let url = format!("{}/v1/namespaces/{ns}/windows", op.api);
         let subject = |sa: &str| Issuer::subject(&ns, sa);
-        let bounds = Bounds {
-            max_ttl: Some("10m".parse().unwrap()),
-            ..Default::default()
+        let bounded = CITrustSpec {
+            bounds: max_ttl("10m"),
+            ..spec(issuer, &subject("pipeline"), ALL)
         };
-        trust(
-            &client,
-            &ns,
-            "pipeline",
-            issuer,
-            &subject("pipeline"),
-            ALL,
-            &[],
-            Some(bounds),
-        )
-        .await;
-        trust(
-            &client,
-            &ns,
-            "reader",
-            issuer,
-            &subject("reader"),
-            &[Grant::Read],
-            &[],
-            None,
-        )
-        .await;
-        trust(
-            &client,
-            &ns,
-            "pushes",
-            issuer,
-            &subject("pusher"),
-            ALL,
-            &[("event_name", "push")],
-            None,
-        )
-        .await;
+        trust(&client, &ns, "pipeline", bounded).await;
+        let read_only = spec(issuer, &subject("reader"), &[Grant::Read]);
+        trust(&client, &ns, "reader", read_only).await;
+        let pushes_only = CITrustSpec {
+            claims: BTreeMap::from([("event_name".to_string(), "push".to_string())]),
+            ..spec(issuer, &subject("pusher"), ALL)
+        };
+        trust(&client, &ns, "pushes", pushes_only).await;
         let good = issuer.token(&ns, "pipeline", AUDIENCE, TEN_MINUTES);
         until_trusted(&op, &ns, &good).await;
         let open = Some(json!({"ttl": "5m"}));
@@ -367,99 +330,95 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
         foreign["iss"] = json!("https://issuer.invalid");
         let unknown_issuer = signed_by_issuer(issuer, &foreign);
 
-        let cases: Vec<(&str, String, &str, Option<Value>, u16, &str)> = vec![
-            (
+        struct Case {
+            what: &'static str,
+            token: String,
+            renew: bool,
+            body: Option<Value>,
+            status: u16,
+            detail: &'static str,
+        }
+        let case = |what, token: String, status, detail| Case {
+            what,
+            token,
+            renew: false,
+            body: open.clone(),
+            status,
+            detail,
+        };
+        let token_of = |sa: &str| issuer.token(&ns, sa, AUDIENCE, TEN_MINUTES);
+        let cases = vec![
+            case(
                 "wrong audience",
                 issuer.token(&ns, "pipeline", "someone-else", TEN_MINUTES),
-                "POST",
-                open.clone(),
                 401,
                 "token: aud",
             ),
-            (
-                "expired",
-                expired,
-                "POST",
-                open.clone(),
-                401,
-                "token: exp: expired",
-            ),
-            (
-                "not yet valid",
-                not_yet,
-                "POST",
-                open.clone(),
-                401,
-                "token: nbf",
-            ),
-            (
+            case("expired", expired, 401, "token: exp: expired"),
+            case("not yet valid", not_yet, 401, "token: nbf"),
+            case(
                 "unknown issuer",
                 unknown_issuer,
-                "POST",
-                open.clone(),
                 401,
                 "\"https://issuer.invalid\" is not one this operator trusts",
             ),
-            ("alg none", alg_none, "POST", open.clone(), 401, "\"none\""),
-            (
+            case("alg none", alg_none, 401, "\"none\""),
+            case(
                 "HMAC signed with the public key",
                 hmac,
-                "POST",
-                open.clone(),
                 401,
                 "shared-secret",
             ),
-            (
+            case(
                 "a sub no trust names",
-                issuer.token(&ns, "stranger", AUDIENCE, TEN_MINUTES),
-                "POST",
-                open.clone(),
+                token_of("stranger"),
                 403,
                 "sub does not match",
             ),
-            (
+            case(
                 "a claim that does not match",
-                issuer.token(&ns, "pusher", AUDIENCE, TEN_MINUTES),
-                "POST",
-                open.clone(),
+                token_of("pusher"),
                 403,
                 "claim event_name is missing",
             ),
-            (
+            case(
                 "a trust granting read only",
-                issuer.token(&ns, "reader", AUDIENCE, TEN_MINUTES),
-                "POST",
-                open.clone(),
+                token_of("reader"),
                 403,
                 "reader: grants read, not open",
             ),
-            (
-                "a ttl above the trust's bound",
-                good.clone(),
-                "POST",
-                Some(json!({"ttl": "1h"})),
-                403,
-                "ttl: 1h",
-            ),
-            (
-                "a renew above the trust's bound",
-                good.clone(),
-                "POST-renew",
-                Some(json!({"ttl": "1h"})),
-                403,
-                "ttl: 1h",
-            ),
+            Case {
+                body: Some(json!({"ttl": "1h"})),
+                ..case(
+                    "a ttl above the trust's bound",
+                    good.clone(),
+                    403,
+                    "ttl: 1h",
+                )
+            },
+            Case {
+                renew: true,
+                body: Some(json!({"ttl": "1h"})),
+                ..case(
+                    "a renew above the trust's bound",
+                    good.clone(),
+                    403,
+                    "ttl: 1h",
+                )
+            },
         ];
-        for (case, token, method, body, status, detail) in cases {
-            let (method, target) = match method {
-                "POST-renew" => ("POST", format!("{url}/any/renew")),
-                m => (m, url.clone()),
+        for c in cases {
+            let target = if c.renew {
+                format!("{url}/any/renew")
+            } else {
+                url.clone()
             };
-            let got = call(method, &target, &token, body).await;
-            assert_problem(&got, status, detail, case);
+            let got = call("POST", &target, &c.token, c.body).await;
+            assert_problem(&got, c.status, c.detail, c.what);
             assert!(
                 windows_in(&client, &ns).await.is_empty(),
-                "{case}: nothing written"
+                "{}: nothing written",
+                c.what
             );
         }
 
@@ -531,7 +490,7 @@ async fn the_issuer_rotates_its_signing_key_and_nothing_fails() {
         let op = operator_trusting(&ns, &issuer).await;
         let url = format!("{}/v1/namespaces/{ns}/windows", op.api);
         let sub = Issuer::subject(&ns, "pipeline");
-        trust(&client, &ns, "pipeline", &issuer, &sub, ALL, &[], None).await;
+        trust(&client, &ns, "pipeline", spec(&issuer, &sub, ALL)).await;
         let before = issuer.token(&ns, "pipeline", AUDIENCE, TEN_MINUTES);
         until_trusted(&op, &ns, &before).await;
 
@@ -622,7 +581,7 @@ async fn the_cost_of_verifying_a_ci_token_on_an_open() {
         .await;
         let url = format!("{}/v1/namespaces/{ns}/windows", op.api);
         let sub = Issuer::subject(&ns, "pipeline");
-        trust(&client, &ns, "pipeline", issuer, &sub, ALL, &[], None).await;
+        trust(&client, &ns, "pipeline", spec(issuer, &sub, ALL)).await;
         let ci = issuer.token(&ns, "pipeline", AUDIENCE, TEN_MINUTES);
         until_trusted(&op, &ns, &ci).await;
         // A Kubernetes token of the test cluster with RBAC to open windows here.
