@@ -29,6 +29,7 @@ use super::oidc::trust::Granted;
 use super::oidc::{CiToken, Verifier};
 use super::problem::ApiError;
 use super::static_tokens::StaticToken;
+pub use super::verb::Verb;
 use crate::resources::OpenedBy;
 use crate::resources::names::GROUP;
 
@@ -38,34 +39,6 @@ const CACHE_MAX: usize = 10_000;
 
 /// (token, namespace, verb) of a cached positive answer.
 type CacheKey = (String, String, Verb);
-
-/// The RBAC verb a route needs on `testwindows`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verb {
-    /// Open a window.
-    Create,
-    /// Read one window.
-    Get,
-    /// List windows.
-    List,
-    /// Renew a window.
-    Patch,
-    /// Close a window.
-    Delete,
-}
-
-impl Verb {
-    /// The verb as RBAC spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Create => "create",
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Patch => "patch",
-            Verb::Delete => "delete",
-        }
-    }
-}
 
 /// Who made a request.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -21,6 +21,7 @@ pub mod selector;
 pub mod static_tokens;
 pub mod ttl;
 pub mod types;
+pub mod verb;
 pub mod windows;
 
 pub use metrics::ApiMetrics;

@@ -30,9 +30,9 @@ use tokio_util::sync::CancellationToken;
 use self::keys::IssuerKeys;
 use self::token::{Claims, Refusal};
 use self::trust::Granted;
-use super::auth::Verb;
 use super::problem::ApiError;
 use super::types::SelectorInput;
+use super::verb::Verb;
 use crate::resources::{CITrust, OpenedBy};
 
 /// Longest a request waits for the CITrust cache's first list before it is refused (503).

@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 
 use super::token::Claims;
-use crate::api::auth::Verb;
+use crate::api::verb::Verb;
 use crate::resources::{Bounds, CITrust, Grant};
 
 /// The grant a route needs.
