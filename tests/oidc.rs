@@ -6,7 +6,9 @@
 //!   opened it;
 //! - every refusal is a 401/403 problem+json naming its reason, and writes nothing;
 //! - the issuer rotates its signing key while windows are used, and nothing fails; once it is
-//!   gone, cached keys keep working and an unknown key is a 401 naming why.
+//!   gone, cached keys keep working and an unknown key is a 401 naming why;
+//! - a token of an issuer the operator does not trust goes to TokenReview: the cluster's own
+//!   structured authentication ([`support::authn`]) and RBAC decide for it.
 //!
 //! Tokens the real issuer cannot mint are made here and said so: expired and not-yet-valid
 //! ones (TokenRequest never issues those) are signed with the issuer's own signing key, so only
@@ -494,14 +496,18 @@ async fn the_issuer_rotates_its_signing_key_and_nothing_fails() {
         let before = issuer.token(&ns, "pipeline", AUDIENCE, TEN_MINUTES);
         until_trusted(&op, &ns, &before).await;
 
-        // A real issuer the operator does not trust (the shared one): refused, named.
-        let other = Issuer::shared().token(&ns, "pipeline", AUDIENCE, TEN_MINUTES);
+        // A real issuer this operator does not trust but the cluster does (the shared one,
+        // through the API server's structured authentication): its token goes on to
+        // TokenReview, which authenticates it, and RBAC (no binding here) refuses it.
+        let cluster_trusted = support::authn::trust_shared_issuer();
+        let other = cluster_trusted.token(&ns, "pipeline", AUDIENCE, TEN_MINUTES);
         let got = call("POST", &url, &other, Some(json!({}))).await;
+        let user = support::authn::user_for(&ns, "pipeline");
         assert_problem(
             &got,
-            401,
-            "is not one this operator trusts",
-            "an untrusted issuer",
+            403,
+            &format!("{user} may not create"),
+            "a cluster-trusted issuer",
         );
 
         let (status, body, _) = call("POST", &url, &before, Some(json!({"name": "w1"}))).await;
