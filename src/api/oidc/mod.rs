@@ -197,7 +197,9 @@ impl Verifier {
         .await;
         if synced != Ok(true) {
             return Err(ApiError::Unavailable(
-                "the operator has not loaded the CITrusts yet; retry shortly".into(),
+                "the operator has not loaded the CITrusts yet (is the CRD \
+                 citrusts.disruption-guard.io installed?); retry shortly"
+                    .into(),
             ));
         }
         let forbidden = !ns.is_empty()
