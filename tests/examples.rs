@@ -611,9 +611,16 @@ fn run_gitlab_job(
         ("CI_JOB_ID".into(), job_id.into()),
         ("CI_COMMIT_SHORT_SHA".into(), "1a2b3c4d".into()),
         ("DISRUPTION_GUARD_SERVER".into(), server.into()),
-        ("DISRUPTION_GUARD_TOKEN".into(), STATIC_TOKEN.into()),
         ("E2E_FAIL".into(), if fail_tests { "1" } else { "0" }.into()),
     ]));
+    // GitLab mints each `id_tokens:` entry for its `aud` into the variable it names: here the
+    // real test issuer does, for the job's identity `<ns>/gitlab-job` there.
+    let issuer = support::authn::trust_shared_issuer();
+    for (var, spec) in job["id_tokens"].as_object().expect("the job's id_tokens") {
+        let aud = spec["aud"].as_str().expect("id_tokens aud");
+        let token = issuer.token(ns, GITLAB_JOB_IDENTITY, aud, Duration::from_secs(600));
+        env.insert(var.clone(), token);
+    }
     for (k, v) in job["variables"].as_object().unwrap() {
         let value = gitlab_expand(v.as_str().unwrap(), &env);
         env.insert(k.clone(), value);
@@ -646,10 +653,17 @@ fn run_gitlab_job(
     (passed, script, after)
 }
 
+/// The job's identity at the test issuer (a ServiceAccount there), which the cluster's JWT
+/// authenticator maps to a user RBAC lets open windows.
+const GITLAB_JOB_IDENTITY: &str = "gitlab-job";
+
 #[tokio::test]
 async fn the_gitlab_job_runs_make_e2e_inside_a_window_and_closes_it() {
+    support::authn::trust_shared_issuer();
     with_namespace(|client, ns| async move {
         backend(&client, &ns).await;
+        let user = support::authn::user_for(&ns, GITLAB_JOB_IDENTITY);
+        support::authn::grant_windows(&client, &ns, &user).await;
         let op = operator_with_static_token(&ns).await;
         for (job_id, fail) in [("5501", false), ("5502", true)] {
             let dir = workdir(&ns, &format!("gitlab-{job_id}"));

@@ -55,6 +55,11 @@ async fn a_token_of_an_issuer_the_api_server_trusts_opens_a_window_where_rbac_gr
         // The token's audience is checked by the API server's JWT authenticator.
         let (status, body) = open(other_audience, "wrong-audience").await;
         assert_eq!(status, 401, "{body}");
+        // An issuer the API server has no authenticator for: the same claims, refused.
+        let untrusted = support::issuer::Issuer::start();
+        let stranger = untrusted.token(&ns, "pipeline", authn::AUDIENCE, HOUR);
+        let (status, body) = open(stranger, "untrusted-issuer").await;
+        assert_eq!(status, 401, "{body}");
 
         authn::grant_windows(&client, &ns, &user).await;
         // RBAC reaches the authorizer through its informer: a moment after the binding exists.
@@ -79,6 +84,7 @@ async fn a_token_of_an_issuer_the_api_server_trusts_opens_a_window_where_rbac_gr
             Api::namespaced(client.clone(), &ns);
         assert!(windows.get_opt("before-rbac").await.unwrap().is_none());
         assert!(windows.get_opt("wrong-audience").await.unwrap().is_none());
+        assert!(windows.get_opt("untrusted-issuer").await.unwrap().is_none());
     })
     .await;
 }

@@ -10,6 +10,7 @@ use clap::Args;
 use crate::api::ttl::{self, TtlLimits};
 use crate::api::types::{CiMeta, OpenRequest, SelectorInput};
 use crate::api::windows::Windows;
+use crate::client::credentials::TokenSource;
 use crate::client::output::{self, Format};
 use crate::client::retry::RetryPolicy;
 use crate::client::run::{RunPlan, github_output};
@@ -17,6 +18,15 @@ use crate::client::{Backend, ClientError, HttpBackend, wait};
 
 fn duration(text: &str) -> Result<Duration, String> {
     ttl::parse(text)
+}
+
+/// The CI provider whose OIDC id-token the client uses (`--oidc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OidcProvider {
+    /// GitHub Actions: requested from the runner (`permissions: id-token: write`).
+    Github,
+    /// GitLab CI: the variable a job's `id_tokens:` defines.
+    Gitlab,
 }
 
 /// How the client reaches the windows.
@@ -33,7 +43,8 @@ pub struct Connection {
         global = true
     )]
     pub token: Option<String>,
-    /// File holding the bearer token (e.g. a projected ServiceAccount token).
+    /// File holding the bearer token (e.g. a projected ServiceAccount token); read again for
+    /// every request, so a token rotated on disk is picked up.
     #[arg(
         long,
         env = "DISRUPTION_GUARD_TOKEN_FILE",
@@ -41,6 +52,29 @@ pub struct Connection {
         conflicts_with = "token"
     )]
     pub token_file: Option<PathBuf>,
+    /// Use the CI job's own OIDC id-token instead of a stored one (takes precedence over
+    /// --token and --token-file). `github`: requested from the runner for --oidc-audience (the
+    /// job needs `permissions: id-token: write`), and again before it expires. `gitlab`: the
+    /// variable named by --oidc-token-var, defined by the job's `id_tokens:`.
+    #[arg(long, env = "DISRUPTION_GUARD_OIDC", value_enum, global = true)]
+    pub oidc: Option<OidcProvider>,
+    /// Audience of the id-token requested from the GitHub Actions runner: the guard's
+    /// `--token-audience`.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_OIDC_AUDIENCE",
+        default_value = "disruption-guard",
+        global = true
+    )]
+    pub oidc_audience: String,
+    /// With `--oidc gitlab`: the variable the job's `id_tokens:` puts the id-token in.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_OIDC_TOKEN_VAR",
+        default_value = "DISRUPTION_GUARD_ID_TOKEN",
+        global = true
+    )]
+    pub oidc_token_var: String,
     /// Talk to the cluster's TestWindow objects directly with this kubeconfig instead of the
     /// API. Without `--server`, direct mode reads the kubeconfig as kubectl does: `KUBECONFIG`
     /// (several files merged), else `~/.kube/config`.
@@ -278,18 +312,27 @@ impl Connection {
             .map_err(|e| ClientError::Config(format!("loading {source}: {e}")))
     }
 
+    /// Where the bearer token comes from: `--oidc`, else `--token`, else `--token-file`.
+    fn token_source(&self) -> Result<TokenSource, ClientError> {
+        Ok(match (self.oidc, &self.token, &self.token_file) {
+            (Some(OidcProvider::Github), _, _) => {
+                TokenSource::github_actions(&self.oidc_audience, |k| std::env::var(k).ok())?
+            }
+            (Some(OidcProvider::Gitlab), _, _) => TokenSource::Env(self.oidc_token_var.clone()),
+            (None, Some(t), _) => TokenSource::Fixed(t.trim().to_string()),
+            (None, None, Some(path)) => {
+                // Read once now, so that a missing file is an error before anything starts.
+                std::fs::read_to_string(path)
+                    .map_err(|e| ClientError::Config(format!("reading {}: {e}", path.display())))?;
+                TokenSource::File(path.clone())
+            }
+            (None, None, None) => TokenSource::None,
+        })
+    }
+
     /// Server mode: the HTTP API at `server`, with the bearer token if one is given.
     fn http(&self, server: &str) -> Result<Backend, ClientError> {
-        let token = match (&self.token, &self.token_file) {
-            (Some(t), _) => Some(t.trim().to_string()),
-            (None, Some(path)) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| ClientError::Config(format!("reading {}: {e}", path.display())))?
-                    .trim()
-                    .to_string(),
-            ),
-            (None, None) => None,
-        };
+        let token = self.token_source()?;
         Ok(Backend::Http(HttpBackend::new(
             server,
             token,

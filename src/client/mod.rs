@@ -2,6 +2,7 @@
 //! `--kubeconfig`, straight to the cluster's `TestWindow` objects. Both speak the same
 //! operations and return the same [`WindowView`].
 
+pub mod credentials;
 pub mod output;
 pub mod retry;
 pub mod run;
@@ -14,6 +15,7 @@ use serde::de::DeserializeOwned;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::types::{OpenRequest, RenewRequest, WindowList, WindowView};
 use crate::api::windows::Windows;
+use credentials::TokenSource;
 use retry::RetryPolicy;
 
 /// Exit codes of the client (sysexits), documented in docs/api.md.
@@ -111,19 +113,19 @@ pub enum Backend {
 /// Longest a single request may take before it is abandoned (and retried).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The HTTP API at a base URL, with an optional bearer token; every request is retried under
-/// its [`RetryPolicy`].
+/// The HTTP API at a base URL, with the bearer token of a [`TokenSource`] (taken again for
+/// every attempt); every request is retried under its [`RetryPolicy`].
 #[derive(Clone)]
 pub struct HttpBackend {
     client: reqwest::Client,
     base: String,
-    token: Option<String>,
+    token: TokenSource,
     retry: RetryPolicy,
 }
 
 impl HttpBackend {
     /// A client for `base` (e.g. `https://guard.example.com`) retrying under `retry`.
-    pub fn new(base: &str, token: Option<String>, retry: RetryPolicy) -> Result<Self, ClientError> {
+    pub fn new(base: &str, token: TokenSource, retry: RetryPolicy) -> Result<Self, ClientError> {
         // The rustls provider must be chosen once per process before an HTTPS client exists.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
@@ -151,10 +153,6 @@ impl HttpBackend {
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
-        let req = match &self.token {
-            Some(t) => req.bearer_auth(t),
-            None => req,
-        };
         let what = match req.try_clone().and_then(|r| r.build().ok()) {
             Some(r) => format!("{} {}", r.method(), r.url().path()),
             None => "request".to_string(),
@@ -163,6 +161,10 @@ impl HttpBackend {
             let attempt = req.try_clone().ok_or_else(|| {
                 ClientError::Config("the request cannot be repeated (streamed body)".into())
             })?;
+            let attempt = match self.token.current(&self.client).await? {
+                Some(token) => attempt.bearer_auth(token),
+                None => attempt,
+            };
             self.send_once(attempt).await
         })
         .await

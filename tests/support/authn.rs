@@ -120,7 +120,8 @@ fn sha256_hex(text: &str) -> String {
     String::from_utf8(out.stdout).unwrap()[..64].to_string()
 }
 
-/// Lets `user` open, read and close windows in `ns`.
+/// Lets `user` open, read and close windows in `ns`, and waits until the API server's
+/// authorizer knows it (RBAC reaches it through an informer).
 pub async fn grant_windows(client: &kube::Client, ns: &str, user: &str) {
     let role: Role = serde_json::from_value(json!({
         "metadata": {"name": "ci-windows"},
@@ -145,4 +146,26 @@ pub async fn grant_windows(client: &kube::Client, ns: &str, user: &str) {
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
+    let can_i = || {
+        super::kubectl()
+            .args([
+                "auth",
+                "can-i",
+                "create",
+                "testwindows.disruption-guard.io",
+                "-n",
+                ns,
+            ])
+            .args(["--as", user])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let started = Instant::now();
+    while !can_i() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "RBAC did not let {user} create testwindows in {ns} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -232,6 +232,10 @@ impl Issuer {
         (alive && issuer.ready()).then_some(issuer)
     }
 
+    // The shared issuer's processes outlive the test binary on purpose (it is reused by the next
+    // one); `tests/cluster/down` stops them by their PID files. A private one's are waited for
+    // on drop.
+    #[allow(clippy::zombie_processes)]
     fn boot(dir: PathBuf, pids: PathBuf, owned: bool) -> Issuer {
         for p in ["issuer-etcd", "issuer-apiserver"] {
             kill_pid_file(&pids.join(p));
@@ -329,6 +333,8 @@ impl Issuer {
         )
     }
 
+    // Only a private issuer is restarted (rotation takes `&mut`), and it waits on drop.
+    #[allow(clippy::zombie_processes)]
     fn restart_apiserver(&mut self) {
         match self.owned.as_mut() {
             Some(owned) => {
