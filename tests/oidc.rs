@@ -706,3 +706,59 @@ async fn the_cost_of_verifying_a_ci_token_on_an_open() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_api_server_refuses_a_citrust_whose_subject_wildcards_the_repository() {
+    with_namespace(|client, ns| async move {
+        support::operator::ensure_crd();
+        let api = Api::<CITrust>::namespaced(client.clone(), &ns);
+        let object = |name: &str, subject: &str, issuer: &str| {
+            let mut t = CITrust::new(
+                name,
+                CITrustSpec {
+                    issuer: issuer.to_string(),
+                    subject: subject.to_string(),
+                    claims: BTreeMap::new(),
+                    grants: vec![Grant::Open],
+                    bounds: None,
+                },
+            );
+            t.metadata.namespace = Some(ns.clone());
+            t
+        };
+        const GH: &str = "https://token.actions.githubusercontent.com";
+        for (name, subject, issuer, rule) in [
+            (
+                "any-repo",
+                "repo:acme/*:ref:refs/heads/main",
+                GH,
+                "must be literal",
+            ),
+            ("any-kind", "*:acme/shop", GH, "must be literal"),
+            (
+                "plain-http",
+                "repo:acme/shop:ref:refs/heads/main",
+                "http://gitlab.com",
+                "https://",
+            ),
+        ] {
+            let err = api
+                .create(&PostParams::default(), &object(name, subject, issuer))
+                .await
+                .expect_err(name);
+            let text = err.to_string();
+            assert!(
+                text.contains("422") || text.contains("Invalid"),
+                "{name}: {text}"
+            );
+            assert!(text.contains(rule), "{name}: {text}");
+        }
+        api.create(
+            &PostParams::default(),
+            &object("branches", "repo:acme/shop:ref:refs/heads/*", GH),
+        )
+        .await
+        .expect("a wildcard after the repository is accepted");
+    })
+    .await;
+}
