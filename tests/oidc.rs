@@ -230,6 +230,11 @@ async fn a_ci_token_opens_renews_and_closes_a_window_where_a_citrust_grants_it()
         )
         .await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(
+            body["openedBy"]["subject"],
+            json!(sub),
+            "the answer names the opener"
+        );
         let tw = Api::<TestWindow>::namespaced(client.clone(), &ns)
             .get("ci")
             .await

@@ -8,8 +8,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use super::handlers;
 use super::problem::Problem;
 use super::types::{
-    CiMeta, ConditionView, OpenRequest, ProtectedView, RenewRequest, ReportView, SelectorInput,
-    SelectorObject, SelectorRequirement, WindowList, WindowView,
+    CiMeta, ConditionView, OpenRequest, OpenedByView, ProtectedView, RenewRequest, ReportView,
+    SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
 };
 
 #[derive(OpenApi)]
@@ -27,7 +27,7 @@ use super::types::{
     ),
     components(schemas(
         OpenRequest, RenewRequest, WindowView, WindowList, SelectorInput, SelectorObject,
-        SelectorRequirement, CiMeta, ProtectedView, ReportView, ConditionView, Problem
+        SelectorRequirement, CiMeta, OpenedByView, ProtectedView, ReportView, ConditionView, Problem
     )),
     modifiers(&Bearer),
     tags(
