@@ -44,5 +44,6 @@ cluster-up:
 cluster-down:
 	@$(CLUSTER)/down
 
-crd: ## Regenerate the chart's copy of the CRD (templates/crd.yaml renders it)
-	cargo run --quiet -- crd > charts/disruption-guard/files/testwindows.crd.yaml
+crd: ## Regenerate the chart's copies of the CRDs (templates/crd.yaml renders them)
+	cargo run --quiet -- crd testwindows > charts/disruption-guard/files/testwindows.crd.yaml
+	cargo run --quiet -- crd citrusts > charts/disruption-guard/files/citrusts.crd.yaml

@@ -700,6 +700,108 @@ fn the_network_policy_lets_only_the_named_peers_reach_the_webhook() {
 }
 
 #[test]
+fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
+    let objects = rendered("{}\n", &[]);
+    let crds: Vec<&serde_json::Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .map(|o| &o["metadata"]["name"])
+        .collect();
+    assert_eq!(
+        crds,
+        [
+            "testwindows.disruption-guard.io",
+            "citrusts.disruption-guard.io"
+        ]
+    );
+    let rules = |name: &str| find(&objects, "ClusterRole", Some(name))["rules"].clone();
+    let has = |rules: &serde_json::Value, resource: &str, verbs: serde_json::Value| {
+        rules.as_array().unwrap().iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == resource)
+                && r["verbs"] == verbs
+        })
+    };
+    // The operator reads them with a watch (src/runtime/caches.rs `ci_trusts`), never writes.
+    let operator = rules("guard-disruption-guard");
+    assert!(
+        has(&operator, "citrusts", serde_json::json!(["list", "watch"])),
+        "{operator:#}"
+    );
+    let edit = rules("guard-disruption-guard-edit");
+    assert!(
+        has(
+            &edit,
+            "citrusts",
+            serde_json::json!(["create", "update", "patch", "delete", "deletecollection"])
+        ),
+        "{edit:#}"
+    );
+    let view = rules("guard-disruption-guard-view");
+    assert!(
+        has(
+            &view,
+            "citrusts",
+            serde_json::json!(["get", "list", "watch"])
+        ),
+        "{view:#}"
+    );
+    // No issuer: no flag, no CA.
+    let args = |objects: &[serde_json::Value]| {
+        find(objects, "Deployment", None)["spec"]["template"]["spec"]["containers"][0]["args"]
+            .clone()
+    };
+    let none = args(&objects);
+    assert!(!none.to_string().contains("--oidc-"), "{none}");
+    let objects = rendered(
+        "api: {oidc: {issuers: [https://token.actions.githubusercontent.com, https://gitlab.com], caBundle: \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"}}\n",
+        &[],
+    );
+    let with = args(&objects);
+    assert!(
+        with.as_array().unwrap().contains(&serde_json::json!(
+            "--oidc-issuer=https://token.actions.githubusercontent.com,https://gitlab.com"
+        )),
+        "{with}"
+    );
+    assert!(
+        with.as_array().unwrap().contains(&serde_json::json!(
+            "--oidc-ca-file=/etc/disruption-guard/oidc-ca/ca.crt"
+        )),
+        "{with}"
+    );
+    let ca = find(
+        &objects,
+        "ConfigMap",
+        Some("guard-disruption-guard-oidc-ca"),
+    );
+    assert!(
+        ca["data"]["ca.crt"]
+            .as_str()
+            .unwrap()
+            .contains("BEGIN CERTIFICATE")
+    );
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"][0]["configMap"]["name"],
+        "guard-disruption-guard-oidc-ca"
+    );
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"][0]["mountPath"],
+        "/etc/disruption-guard/oidc-ca"
+    );
+    // The schema refuses an issuer that is not https.
+    let out = template("api: {oidc: {issuers: [http://gitlab.com]}}\n", &[]);
+    assert!(
+        !out.status.success(),
+        "an http:// issuer is refused by the schema"
+    );
+}
+
+#[test]
 fn the_ingress_lets_a_waiting_request_run_ten_minutes() {
     let objects = rendered("ingress: {enabled: true}\n", &[]);
     let annotations = &find(&objects, "Ingress", None)["metadata"]["annotations"];
@@ -1433,29 +1535,32 @@ async fn helm_upgrade_from_the_previous_chart_updates_the_crd() {
     .await;
 }
 
-/// The CRD the chart renders (`files/testwindows.crd.yaml`) is the one the binary generates from
-/// its types.
+/// The CRDs the chart renders (`files/testwindows.crd.yaml`, `files/citrusts.crd.yaml`) are the
+/// ones the binary generates from its types.
 #[test]
 fn the_charts_crd_is_what_the_binary_generates() {
-    let out = std::process::Command::new(support::operator::binary())
-        .arg("crd")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let path = support::repo_root().join("charts/disruption-guard/files/testwindows.crd.yaml");
-    let chart = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let generated = String::from_utf8(out.stdout).unwrap();
-    if chart != generated {
-        let line = chart
-            .lines()
-            .zip(generated.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| chart.lines().count().min(generated.lines().count()));
-        panic!(
-            "{} drifted from `disruption-guard crd` (first difference at line {}): regenerate it with `make crd`",
-            path.display(),
-            line + 1
-        );
+    for which in ["testwindows", "citrusts"] {
+        let out = std::process::Command::new(support::operator::binary())
+            .args(["crd", which])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let path =
+            support::repo_root().join(format!("charts/disruption-guard/files/{which}.crd.yaml"));
+        let chart = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let generated = String::from_utf8(out.stdout).unwrap();
+        if chart != generated {
+            let line = chart
+                .lines()
+                .zip(generated.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| chart.lines().count().min(generated.lines().count()));
+            panic!(
+                "{} drifted from `disruption-guard crd {which}` (first difference at line {}): regenerate it with `make crd`",
+                path.display(),
+                line + 1
+            );
+        }
     }
 }

@@ -1,15 +1,18 @@
 //! Authentication and authorization of API requests.
 //!
-//! Two kinds of bearer token are accepted:
+//! Three kinds of bearer token are accepted, looked at in this order:
 //! 1. static tokens (from a Secret or a file), each allowed in a list of namespaces, compared
 //!    in constant time — for CI systems outside the cluster;
-//! 2. Kubernetes tokens (ServiceAccount, projected, `kubectl create token --audience …`),
+//! 2. CI OIDC id-tokens whose `iss` is a trusted issuer (`--oidc-issuer`), verified by the
+//!    operator and authorized by the namespace's `CITrust` objects ([`super::oidc`]); a token of
+//!    any other issuer goes on to 3;
+//! 3. Kubernetes tokens (ServiceAccount, projected, `kubectl create token --audience …`),
 //!    verified with a TokenReview for `--token-audience`, then authorized with a
 //!    SubjectAccessReview on `testwindows.disruption-guard.io` in the namespace: Kubernetes
 //!    RBAC is the policy. Positive answers are cached for [`CACHE_TTL`].
 
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, header};
@@ -22,8 +25,12 @@ use kube::{Api, Client};
 use subtle::ConstantTimeEq;
 
 use super::deadline::bounded;
+use super::oidc::trust::Granted;
+use super::oidc::{CiToken, Verifier};
 use super::problem::ApiError;
 use super::static_tokens::StaticToken;
+pub use super::verb::Verb;
+use crate::resources::OpenedBy;
 use crate::resources::names::GROUP;
 
 /// How long an allowed (token, namespace, verb) stays cached.
@@ -33,39 +40,46 @@ const CACHE_MAX: usize = 10_000;
 /// (token, namespace, verb) of a cached positive answer.
 type CacheKey = (String, String, Verb);
 
-/// The RBAC verb a route needs on `testwindows`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verb {
-    /// Open a window.
-    Create,
-    /// Read one window.
-    Get,
-    /// List windows.
-    List,
-    /// Renew a window.
-    Patch,
-    /// Close a window.
-    Delete,
+/// Who made a request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Identity {
+    /// User name (`system:serviceaccount:ns:sa`), static token name (`static:<name>`) or CI
+    /// token (`oidc:<iss>#<sub>`).
+    pub name: String,
+    /// For a CI id-token: the token and the CITrusts that granted this request.
+    pub ci: Option<Arc<CiGrant>>,
 }
 
-impl Verb {
-    /// The verb as RBAC spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Create => "create",
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Patch => "patch",
-            Verb::Delete => "delete",
+/// A CI id-token and the trusts that let it make the request.
+#[derive(Debug, PartialEq)]
+pub struct CiGrant {
+    /// The verified token.
+    pub token: CiToken,
+    /// The matching trusts that grant the verb (at least one).
+    pub granted: Vec<Granted>,
+}
+
+impl Identity {
+    /// An identity known by its name only (static and Kubernetes tokens).
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ci: None,
         }
     }
-}
 
-/// Who made a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    /// User name (`system:serviceaccount:ns:sa`) or static token name (`static:<name>`).
-    pub name: String,
+    /// What a window opened by this identity records.
+    pub fn opened_by(&self) -> OpenedBy {
+        match &self.ci {
+            Some(ci) => ci
+                .token
+                .opened_by(ci.granted.first().map(|g| g.trust.as_str())),
+            None => OpenedBy {
+                name: self.name.clone(),
+                ..Default::default()
+            },
+        }
+    }
 }
 
 /// Checks credentials and permissions.
@@ -74,6 +88,8 @@ pub struct Authenticator {
     audience: String,
     disabled: bool,
     static_tokens: RwLock<Vec<StaticToken>>,
+    /// CI id-tokens of the trusted issuers, when `--oidc-issuer` names any.
+    oidc: OnceLock<Arc<Verifier>>,
     cache: Mutex<HashMap<CacheKey, (Identity, Instant)>>,
     /// Kubernetes tokens a TokenReview authenticated, with when: the rate limit's key.
     reviewed: Mutex<HashMap<String, (Identity, Instant)>>,
@@ -118,6 +134,7 @@ impl Authenticator {
             audience,
             disabled,
             static_tokens: RwLock::new(Vec::new()),
+            oidc: OnceLock::new(),
             cache: Mutex::new(HashMap::new()),
             reviewed: Mutex::new(HashMap::new()),
         }
@@ -134,9 +151,7 @@ impl Authenticator {
         {
             let tokens = self.static_tokens.read().expect("static tokens lock");
             if let Some(t) = find_static(&tokens, token) {
-                return Some(Identity {
-                    name: format!("static:{}", t.name),
-                });
+                return Some(Identity::named(format!("static:{}", t.name)));
             }
         }
         let reviewed = self.reviewed.lock().expect("reviewed tokens lock");
@@ -157,6 +172,11 @@ impl Authenticator {
         reviewed.insert(token.to_string(), (identity.clone(), Instant::now()));
     }
 
+    /// Accepts CI id-tokens verified by `verifier` (once, at start-up).
+    pub fn set_oidc(&self, verifier: Arc<Verifier>) {
+        let _ = self.oidc.set(verifier);
+    }
+
     /// Replaces the static tokens (on start and on every reload).
     pub fn set_static_tokens(&self, tokens: Vec<StaticToken>) {
         *self.static_tokens.write().expect("static tokens lock") = tokens;
@@ -170,9 +190,7 @@ impl Authenticator {
         verb: Verb,
     ) -> Result<Identity, ApiError> {
         if self.disabled {
-            return Ok(Identity {
-                name: "anonymous (--insecure-no-auth)".into(),
-            });
+            return Ok(Identity::named("anonymous (--insecure-no-auth)"));
         }
         let token = bearer(headers)?;
         let static_match = {
@@ -181,15 +199,28 @@ impl Authenticator {
         };
         if let Some((name, allowed)) = static_match {
             return if allowed {
-                Ok(Identity {
-                    name: format!("static:{name}"),
-                })
+                Ok(Identity::named(format!("static:{name}")))
             } else {
                 Err(ApiError::Forbidden(format!(
                     "namespace: static token {name:?} may not use {}",
                     scope_text(ns)
                 )))
             };
+        }
+        if let Some(verifier) = self.oidc.get()
+            && let Some(verified) = verifier
+                .verify(token, jiff::Timestamp::now().as_second())
+                .await
+        {
+            let ci = verified.map_err(|r| ApiError::Unauthenticated(r.0))?;
+            let identity = Identity::named(ci.name());
+            // Known from now on: the rate limit counts this CI job, not its address.
+            self.remember_reviewed(token, &identity);
+            let granted = verifier.authorize(&ci, ns, verb).await?;
+            return Ok(Identity {
+                ci: Some(Arc::new(CiGrant { token: ci, granted })),
+                ..identity
+            });
         }
         let key = (token.to_string(), ns.to_string(), verb);
         if let Some((identity, at)) = self.cache.lock().expect("auth cache").get(&key)
@@ -227,6 +258,15 @@ impl Authenticator {
             .as_ref()
             .is_some_and(|a| a.iter().any(|a| a == &self.audience));
         if status.authenticated != Some(true) || !audience_ok {
+            if self.oidc.get().is_some()
+                && let Some(iss) = super::oidc::token::peek_issuer(token)
+            {
+                return Err(ApiError::Unauthenticated(format!(
+                    "Authorization: the token's issuer {iss:?} is not one this operator trusts \
+                     (--oidc-issuer), and the cluster did not authenticate it for audience {:?}",
+                    self.audience
+                )));
+            }
             return Err(ApiError::Unauthenticated(format!(
                 "Authorization: the token is not valid for audience {:?}",
                 self.audience
@@ -234,12 +274,7 @@ impl Authenticator {
         }
         let user = status.user.unwrap_or_default();
         let username = user.username.clone().unwrap_or_default();
-        self.remember_reviewed(
-            token,
-            &Identity {
-                name: username.clone(),
-            },
-        );
+        self.remember_reviewed(token, &Identity::named(username.clone()));
         let sar = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: user.username,
@@ -262,7 +297,7 @@ impl Authenticator {
             .await
             .map_err(|e| ApiError::from_kube(e, "checking permissions (SubjectAccessReview)"))?;
         if answer.status.is_some_and(|s| s.allowed) {
-            Ok(Identity { name: username })
+            Ok(Identity::named(username))
         } else {
             Err(ApiError::Forbidden(format!(
                 "namespace: {username} may not {} testwindows.{GROUP} in {}",

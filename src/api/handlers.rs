@@ -19,6 +19,7 @@ use utoipa::IntoParams;
 
 use super::ApiState;
 use super::auth::Verb;
+use super::oidc::bound_request;
 use super::problem::{ApiError, Problem};
 use super::types::{OpenRequest, RenewRequest, WindowList, WindowView};
 use super::windows::{is_ready, is_ready_or_ended, is_released};
@@ -173,7 +174,19 @@ pub async fn open(
     let who = state.auth.authorize(&headers, &ns, Verb::Create).await?;
     check_scope(&state, &ns)?;
     let wait = query.timeout()?;
-    let req: OpenRequest = parse_body(&headers, &body)?;
+    let mut req: OpenRequest = parse_body(&headers, &body)?;
+    if let Some(ci) = &who.ci {
+        let limits = state.windows.limits();
+        let default = limits.default.min(limits.max);
+        if let Some(ttl) = bound_request(
+            &ci.granted,
+            req.ttl.as_deref(),
+            default,
+            req.selector.as_ref(),
+        )? {
+            req.ttl = Some(ttl);
+        }
+    }
     let _slot = wait_slot(&state, &who, wait)?;
     let header_key = match headers.get(IDEMPOTENCY_KEY) {
         Some(v) => Some(v.to_str().map_err(|_| {
@@ -182,7 +195,10 @@ pub async fn open(
         None => None,
     };
     let key = header_key.or(req.idempotency_key.as_deref());
-    let (tw, created) = state.windows.open(&ns, &req, key).await?;
+    let (tw, created) = state
+        .windows
+        .open(&ns, &req, key, Some(who.opened_by()))
+        .await?;
     let name = kube::ResourceExt::name_any(&tw);
     info!(namespace = %ns, window = %name, created, identity = %who.name, "window opened");
     let tw = match wait {
@@ -335,7 +351,13 @@ pub async fn renew(
     let who = state.auth.authorize(&headers, &ns, Verb::Patch).await?;
     check_scope(&state, &ns)?;
     check_name(&ns, &name)?;
-    let req: RenewRequest = parse_body(&headers, &body)?;
+    let mut req: RenewRequest = parse_body(&headers, &body)?;
+    if let Some(ci) = &who.ci {
+        let default = state.windows.limits().default;
+        if let Some(ttl) = bound_request(&ci.granted, req.ttl.as_deref(), default, None)? {
+            req.ttl = Some(ttl);
+        }
+    }
     let tw = state
         .windows
         .renew(&ns, &name, &req, jiff::Timestamp::now())

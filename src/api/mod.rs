@@ -3,8 +3,8 @@
 //! replica can serve it.
 //!
 //! - [`handlers`]: routes, one RBAC verb each; [`types`]: wire types; [`problem`]: errors.
-//! - [`auth`], [`static_tokens`]: who may do what; [`ratelimit`]: per-client limits;
-//!   [`waits`]: `?wait` requests in progress per identity.
+//! - [`auth`], [`static_tokens`], [`oidc`] (CI id-tokens, `CITrust`): who may do what;
+//!   [`ratelimit`]: per-client limits; [`waits`]: `?wait` requests in progress per identity.
 //! - [`serve`]: the HTTP server, its connection cap and header-read timeout.
 //! - [`deadline`]: every call to the API server a request makes is bounded (a 503, never a hang).
 //! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
@@ -14,6 +14,7 @@ pub mod deadline;
 pub mod handlers;
 mod metrics;
 pub mod middleware;
+pub mod oidc;
 pub mod openapi;
 pub mod problem;
 pub mod ratelimit;
@@ -23,6 +24,7 @@ pub mod static_tokens;
 pub mod ttl;
 pub mod types;
 pub mod waits;
+pub mod verb;
 pub mod windows;
 
 pub use metrics::ApiMetrics;
@@ -73,6 +75,18 @@ pub struct ApiArgs {
     #[arg(long, env = "DISRUPTION_GUARD_STATIC_TOKENS_FILE")]
     pub static_tokens_file: Option<std::path::PathBuf>,
 
+    /// An OIDC issuer whose CI id-tokens the API verifies itself (repeatable; env
+    /// comma-separated), e.g. `https://token.actions.githubusercontent.com`. What each token
+    /// may do is declared per namespace in `CITrust` objects; tokens of other issuers go to
+    /// TokenReview as before.
+    #[arg(long = "oidc-issuer", env = "DISRUPTION_GUARD_OIDC_ISSUERS", value_delimiter = ',', value_parser = parse_issuer_flag)]
+    pub oidc_issuers: Vec<String>,
+
+    /// PEM bundle of CA certificates trusted (beside the system's) when fetching the OIDC
+    /// issuers' discovery documents and keys.
+    #[arg(long, env = "DISRUPTION_GUARD_OIDC_CA_FILE")]
+    pub oidc_ca_file: Option<std::path::PathBuf>,
+
     /// Time to live of a window whose open names none.
     #[arg(long, env = "DISRUPTION_GUARD_DEFAULT_TTL", default_value = "30m", value_parser = parse_ttl_flag)]
     pub default_ttl: std::time::Duration,
@@ -118,6 +132,10 @@ pub struct ApiArgs {
         default_value_t = 50
     )]
     pub max_waits_per_identity: u32,
+}
+
+fn parse_issuer_flag(text: &str) -> Result<String, String> {
+    oidc::normalize_issuer(text)
 }
 
 fn parse_ttl_flag(text: &str) -> Result<std::time::Duration, String> {
@@ -228,6 +246,24 @@ pub async fn serve(
             "--insecure-no-auth: the HTTP API accepts every request without credentials; use it for local runs only"
         );
     }
+    // Held until the API stops: dropping them stops the CITrust watches.
+    let _trust_watches = if args.oidc_issuers.is_empty() || args.insecure_no_auth {
+        None
+    } else {
+        let http = oidc::http_client(args.oidc_ca_file.as_ref())?;
+        let (trusts, forbidden, tasks) =
+            crate::runtime::caches::ci_trusts(&state.client, state.watch_scope());
+        let verifier = Arc::new(oidc::Verifier::new(
+            &args.oidc_issuers,
+            args.token_audience.clone(),
+            http,
+            oidc::TrustCache { trusts, forbidden },
+        ));
+        verifier.start_refresh(state.shutdown.clone());
+        auth.set_oidc(verifier);
+        info!(issuers = ?args.oidc_issuers, "CI id-tokens of these issuers are verified by the API");
+        Some(tasks)
+    };
     let source = match (&args.static_tokens_secret, &args.static_tokens_file) {
         (Some(s), _) => Some(s.clone()),
         (None, Some(path)) => Some(static_tokens::Source::File(path.clone())),

@@ -8,7 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use super::handlers;
 use super::problem::Problem;
 use super::types::{
-    CiMeta, ConditionView, OpenRequest, ProtectInput, ProtectedView, RenewRequest, ReportView,
+    CiMeta, ConditionView, OpenRequest, OpenedByView, ProtectInput, ProtectedView, RenewRequest, ReportView,
     SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
 };
 
@@ -27,7 +27,7 @@ use super::types::{
     ),
     components(schemas(
         OpenRequest, RenewRequest, WindowView, WindowList, SelectorInput, SelectorObject,
-        SelectorRequirement, CiMeta, ProtectInput, ProtectedView, ReportView, ConditionView, Problem
+        SelectorRequirement, CiMeta, OpenedByView, ProtectInput, ProtectedView, ReportView, ConditionView, Problem
     )),
     modifiers(&Bearer),
     tags(

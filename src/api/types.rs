@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::resources::{CiInfo, TestWindow};
+use crate::resources::{CiInfo, OpenedBy, TestWindow};
 
 /// Body of `POST /v1/namespaces/{namespace}/windows`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
@@ -205,6 +205,9 @@ pub struct WindowView {
     /// True when it also protects pods that DaemonSets run (and their nodes).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub daemon_sets: bool,
+    /// Who opened it, as the API authenticated them (absent for windows created otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_by: Option<OpenedByView>,
     /// When the object was created (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
@@ -224,6 +227,46 @@ pub struct WindowView {
     /// Conditions written by the controller (`Ready`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<ConditionView>,
+}
+
+/// The authenticated opener of a window (`spec.openedBy`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenedByView {
+    /// `system:serviceaccount:ns:sa`, `static:<name>` or `oidc:<iss>#<sub>`.
+    pub name: String,
+    /// The CI id-token's `iss`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The CI id-token's `sub`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Repository or project (GitHub `repository`, GitLab `project_path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// The git ref of the job.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<String>,
+    /// The run (`run_id/run_attempt`, `pipeline_id/job_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The CITrust that granted the open, `namespace/name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<String>,
+}
+
+impl From<&OpenedBy> for OpenedByView {
+    fn from(by: &OpenedBy) -> Self {
+        OpenedByView {
+            name: by.name.clone(),
+            issuer: by.issuer.clone(),
+            subject: by.subject.clone(),
+            repository: by.repository.clone(),
+            git_ref: by.git_ref.clone(),
+            run: by.run.clone(),
+            trust: by.trust.clone(),
+        }
+    }
 }
 
 /// What a window protects.
@@ -307,6 +350,7 @@ impl WindowView {
             reason: tw.spec.reason.clone(),
             ci: tw.spec.ci.as_ref().map(CiMeta::from),
             daemon_sets: tw.spec.protect.daemon_sets,
+            opened_by: tw.spec.opened_by.as_ref().map(OpenedByView::from),
             created_at: ts(&tw.metadata.creation_timestamp),
             opened_at: ts(&status.opened_at),
             expires_at: ts(&status.expires_at),

@@ -21,7 +21,7 @@ use super::selector;
 use super::ttl::TtlLimits;
 use super::types::{OpenRequest, RenewRequest, SelectorObject, WindowList, WindowView};
 use crate::resources::names::{FINALIZER, MANAGED_BY_KEY, MANAGED_BY_VALUE};
-use crate::resources::{Protect, TestWindow, TestWindowSpec};
+use crate::resources::{OpenedBy, Protect, TestWindow, TestWindowSpec};
 
 /// Annotation holding the idempotency key a window was opened with.
 pub const IDEMPOTENCY_ANNOTATION: &str = "disruption-guard.io/idempotency-key";
@@ -117,6 +117,7 @@ pub fn build_window(
                 ..Protect::default()
             },
             ci: req.ci.clone().map(Into::into),
+            opened_by: None,
         },
         status: None,
     })
@@ -196,6 +197,11 @@ impl Windows {
         Self { client, limits }
     }
 
+    /// The ttl limits windows are opened and renewed within.
+    pub fn limits(&self) -> &TtlLimits {
+        &self.limits
+    }
+
     fn api(&self, ns: &str) -> Api<TestWindow> {
         Api::namespaced(self.client.clone(), ns)
     }
@@ -206,8 +212,10 @@ impl Windows {
         ns: &str,
         req: &OpenRequest,
         key: Option<&str>,
+        opened_by: Option<OpenedBy>,
     ) -> Result<(TestWindow, bool), ApiError> {
-        let tw = build_window(ns, req, key, &self.limits)?;
+        let mut tw = build_window(ns, req, key, &self.limits)?;
+        tw.spec.opened_by = opened_by;
         let api = self.api(ns);
         let pp = PostParams {
             field_manager: Some(OPEN_MANAGER.into()),

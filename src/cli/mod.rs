@@ -39,8 +39,12 @@ pub struct Cli {
 pub enum Command {
     /// Run the operator: window controller, drain watcher, HTTP API, metrics and health.
     Operator(Box<OperatorArgs>),
-    /// Print the TestWindow CustomResourceDefinition as YAML.
-    Crd,
+    /// Print the CustomResourceDefinitions (TestWindow, CITrust) as YAML, or only one.
+    Crd {
+        /// Only this CRD.
+        #[arg(value_enum)]
+        only: Option<crd::Which>,
+    },
     /// Print the HTTP API's OpenAPI 3 document (as served at /v1/openapi.json).
     Openapi,
     /// Open a test window and wait until protection is in effect (CI client).
@@ -69,7 +73,7 @@ impl Command {
                     .await
                     .map(|()| ExitCode::SUCCESS);
             }
-            Command::Crd => return crd::print().map(|()| ExitCode::SUCCESS),
+            Command::Crd { only } => return crd::print(only).map(|()| ExitCode::SUCCESS),
             Command::Openapi => {
                 print!("{}", crate::api::openapi::json());
                 return Ok(ExitCode::SUCCESS);

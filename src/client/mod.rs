@@ -254,7 +254,9 @@ impl Backend {
                 }
                 h.send(r).await
             }
-            Backend::Kube(w) => Ok(WindowView::from_window(&w.open(ns, req, key).await?.0)),
+            Backend::Kube(w) => Ok(WindowView::from_window(
+                &w.open(ns, req, key, None).await?.0,
+            )),
         }
     }
 

@@ -81,6 +81,58 @@ pub struct TestWindowSpec {
     /// Where the window comes from (CI provider, repository, run); shown in reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<CiInfo>,
+
+    /// Who opened the window, as the HTTP API authenticated them (written by the API; unlike
+    /// `ci`, never taken from the request body).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_by: Option<OpenedBy>,
+}
+
+/// The authenticated opener of a window: a Kubernetes user, a static token, or a CI id-token
+/// (then its issuer, subject and, for GitHub and GitLab, the repository, ref and run).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenedBy {
+    /// The identity's name: `system:serviceaccount:ns:sa`, `static:<name>`, `oidc:<iss>#<sub>`.
+    pub name: String,
+    /// The id-token's `iss`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The id-token's `sub`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// The repository or project (GitHub `repository`, GitLab `project_path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// The git ref the job ran for (`ref`).
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<String>,
+    /// The run (GitHub `run_id`/`run_attempt`, GitLab `pipeline_id`/`job_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The CITrust that granted the open, `namespace/name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<String>,
+}
+
+impl OpenedBy {
+    /// One line for Events and logs: the name, then what the CI claims add.
+    pub fn summary(&self) -> String {
+        let mut text = self.name.clone();
+        let extra: Vec<String> = [
+            ("repository", &self.repository),
+            ("ref", &self.git_ref),
+            ("run", &self.run),
+            ("trust", &self.trust),
+        ]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+        .collect();
+        if !extra.is_empty() {
+            text.push_str(&format!(" ({})", extra.join(", ")));
+        }
+        text
+    }
 }
 
 /// Which kinds of protection a window applies.

@@ -24,7 +24,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
@@ -38,7 +38,8 @@ use super::reflect::{hand_on, list_in_small_pages};
 use crate::k8s::fields::keep_own_entries;
 use crate::k8s::signals::{self, Signal};
 use crate::k8s::trim;
-use crate::resources::PodDigest;
+use crate::resources::citrust::CI_TRUST_LABEL;
+use crate::resources::{CITrust, PodDigest};
 
 /// The shared stores.
 #[derive(Clone)]
@@ -192,6 +193,35 @@ impl Caches {
     pub fn is_ready(&self) -> bool {
         self.ready.peek() == Some(&true)
     }
+}
+
+/// The CI trusts the HTTP API authorizes id-tokens with: every `CITrust` in `scope`, and the
+/// namespaces labelled `disruption-guard.io/ci-trust=false` (only those: a narrow watch, by
+/// label selector, metadata kept), where cluster admins forbid CI trust. Started only when the
+/// operator trusts an OIDC issuer.
+pub fn ci_trusts(
+    client: &Client,
+    scope: Option<&str>,
+) -> (Store<CITrust>, Store<Namespace>, Tasks) {
+    let (trusts, trusts_task) = read_only("citrusts", scoped::<CITrust>(client, scope), |t| {
+        t.metadata.managed_fields = None;
+    });
+    let (namespaces, writer) = reflector::store();
+    let selector = format!("{CI_TRUST_LABEL}=false");
+    let ns_task = reflect(
+        "namespaces-without-ci-trust",
+        Api::<Namespace>::all(client.clone()),
+        watcher::Config::default().labels(&selector),
+        |n: &mut Namespace| {
+            n.metadata.managed_fields = None;
+            n.metadata.annotations = None;
+            n.spec = None;
+            n.status = None;
+        },
+        writer,
+        |_| {},
+    );
+    (trusts, namespaces, Tasks(vec![trusts_task, ns_task]))
 }
 
 /// A store of `api` (trimmed by `trim`) that is only read, driven by its own task.

@@ -247,7 +247,14 @@ fn events(
     let was = previous.phase;
     if was == Phase::Pending && status.phase == Phase::Active {
         info!(window = %name, expires_at = %timing.expires_at, "window opened");
-        let note = format!("open until {}", timing.expires_at);
+        let note = match &window.spec.opened_by {
+            Some(by) => format!(
+                "open until {}, opened by {}",
+                timing.expires_at,
+                by.summary()
+            ),
+            None => format!("open until {}", timing.expires_at),
+        };
         ctx.publish(window, EventType::Normal, "Opened", note);
     }
     if !previous.is_ready() && status.is_ready() {

@@ -118,6 +118,7 @@ mod tests {
                 reason: String::new(),
                 protect: Default::default(),
                 ci: None,
+                opened_by: None,
             },
         );
         w.metadata.creation_timestamp = Some(Time(at("2026-01-01T10:00:00Z")));

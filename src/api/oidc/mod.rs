@@ -1,0 +1,338 @@
+//! CI OIDC id-tokens (GitHub Actions, GitLab CI, Buildkite, …) as API credentials: no stored
+//! secret, trust declared per namespace in `CITrust` objects.
+//!
+//! Routing, decided on the token's unverified `iss` ([`token::peek_issuer`]):
+//! - `iss` is one of the operator's trusted issuers (`--oidc-issuer`): the token is verified
+//!   here, and only here ([`keys`], [`token::check`]); any failure is a 401 naming the reason,
+//!   and it is never passed on to TokenReview. Then the namespace's CITrusts decide
+//!   ([`trust::decide`]), a 403 naming why when none grants.
+//! - anything else (not a JWT, or another issuer: ServiceAccount tokens, or a CI issuer the
+//!   cluster itself trusts through structured authentication) falls through to TokenReview and
+//!   Kubernetes RBAC, unchanged.
+//!
+//! Files: [`token`] (header, claims, checks), [`keys`] (discovery, JWKS, cache), [`trust`]
+//! (CITrust matching, bounds). This file wires them to the CITrust cache.
+
+pub mod keys;
+pub mod token;
+pub mod trust;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio_util::sync::CancellationToken;
+
+use self::keys::IssuerKeys;
+use self::token::{Claims, Refusal};
+use self::trust::Granted;
+use super::problem::ApiError;
+use super::types::SelectorInput;
+use super::verb::Verb;
+use crate::resources::{CITrust, OpenedBy};
+
+/// Longest a request waits for the CITrust cache's first list before it is refused (503).
+pub const TRUSTS_SYNC_WAIT: Duration = Duration::from_secs(5);
+
+/// Where the CITrusts and the namespaces that forbid them are read from.
+#[derive(Clone)]
+pub struct TrustCache {
+    /// Every CITrust in the operator's scope.
+    pub trusts: Store<CITrust>,
+    /// Namespaces labelled `disruption-guard.io/ci-trust=false` (only those are watched).
+    pub forbidden: Store<Namespace>,
+}
+
+/// A verified CI token: who it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CiToken {
+    /// Its claims.
+    pub claims: Claims,
+}
+
+impl CiToken {
+    /// The identity's name, for logs and the rate limit: `oidc:<iss>#<sub>`.
+    pub fn name(&self) -> String {
+        format!("oidc:{}#{}", self.claims.iss, self.claims.sub)
+    }
+
+    /// What the window records about its opener (GitHub and GitLab claims named).
+    pub fn opened_by(&self, trust: Option<&str>) -> OpenedBy {
+        let c = &self.claims;
+        let first = |names: &[&str]| names.iter().find_map(|n| c.text(n));
+        let run = match (
+            first(&["run_id", "pipeline_id"]),
+            first(&["run_attempt", "job_id"]),
+        ) {
+            (Some(run), Some(part)) => Some(format!("{run}/{part}")),
+            (run, _) => run,
+        };
+        OpenedBy {
+            name: self.name(),
+            issuer: Some(c.iss.clone()),
+            subject: Some(c.sub.clone()),
+            repository: first(&["repository", "project_path"]),
+            git_ref: c.text("ref"),
+            run,
+            trust: trust.map(str::to_string),
+        }
+    }
+}
+
+/// Verifies id-tokens of the trusted issuers and authorizes them with the CITrusts.
+pub struct Verifier {
+    issuers: HashMap<String, Arc<IssuerKeys>>,
+    audience: String,
+    cache: TrustCache,
+}
+
+/// Normalizes an issuer URL as tokens carry it: no trailing slash.
+pub fn normalize_issuer(url: &str) -> Result<String, String> {
+    let url = url.trim().trim_end_matches('/');
+    if !url.starts_with("https://") || url.len() <= "https://".len() {
+        return Err(format!("--oidc-issuer {url:?}: must be an https:// URL"));
+    }
+    Ok(url.to_string())
+}
+
+/// The HTTPS client that fetches discovery and keys: the system's roots, plus the PEM bundle
+/// at `ca_file` (`--oidc-ca-file`) for an issuer with a private CA.
+pub fn http_client(ca_file: Option<&PathBuf>) -> anyhow::Result<reqwest::Client> {
+    // The rustls provider must be chosen once per process before an HTTPS client exists.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(5))
+        .https_only(true)
+        .user_agent(concat!("disruption-guard/", env!("CARGO_PKG_VERSION")));
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
+        anyhow::ensure!(!certs.is_empty(), "{}: no certificate", path.display());
+        builder = builder.tls_certs_merge(certs);
+    }
+    builder.build().context("building the OIDC HTTPS client")
+}
+
+impl Verifier {
+    /// A verifier of `issuers` for `audience`, reading trusts from `cache`.
+    pub fn new(
+        issuers: &[String],
+        audience: String,
+        http: reqwest::Client,
+        cache: TrustCache,
+    ) -> Self {
+        let issuers = issuers
+            .iter()
+            .map(|i| {
+                (
+                    i.clone(),
+                    Arc::new(IssuerKeys::new(i.clone(), http.clone())),
+                )
+            })
+            .collect();
+        Self {
+            issuers,
+            audience,
+            cache,
+        }
+    }
+
+    /// Fetches every issuer's keys now, then every [`keys::REFRESH_EVERY`] until `shutdown`;
+    /// an issuer that is down is logged and tried again, never fatal.
+    pub fn start_refresh(&self, shutdown: CancellationToken) {
+        for keys in self.issuers.values() {
+            let keys = keys.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    keys.refresh().await;
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(keys::REFRESH_EVERY) => {}
+                    }
+                }
+            });
+        }
+    }
+
+    /// `None` when `token` is not an id-token of a trusted issuer (it is then TokenReview's);
+    /// otherwise the verified token, or why it is refused. `now`: seconds since the epoch.
+    pub async fn verify(&self, token: &str, now: i64) -> Option<Result<CiToken, Refusal>> {
+        let iss = token::peek_issuer(token)?;
+        let keys = self.issuers.get(iss.trim_end_matches('/'))?;
+        Some(self.verify_with(keys, token, now).await)
+    }
+
+    async fn verify_with(
+        &self,
+        keys: &IssuerKeys,
+        token: &str,
+        now: i64,
+    ) -> Result<CiToken, Refusal> {
+        let header = token::header(token)?;
+        let all = keys.verify(token, &header).await?;
+        let claims = Claims::from_json(all)?;
+        token::check(&claims, keys.issuer(), &self.audience, now)?;
+        Ok(CiToken { claims })
+    }
+
+    /// The trusts of `ns` that let `ci` do `verb`; 403 naming why when none does, 503 when
+    /// the trusts are not loaded yet.
+    pub async fn authorize(
+        &self,
+        ci: &CiToken,
+        ns: &str,
+        verb: Verb,
+    ) -> Result<Vec<Granted>, ApiError> {
+        let synced = tokio::time::timeout(TRUSTS_SYNC_WAIT, async {
+            self.cache.trusts.wait_until_ready().await.is_ok()
+                && self.cache.forbidden.wait_until_ready().await.is_ok()
+        })
+        .await;
+        if synced != Ok(true) {
+            return Err(ApiError::Unavailable(
+                "the operator has not loaded the CITrusts yet (is the CRD \
+                 citrusts.disruption-guard.io installed?); retry shortly"
+                    .into(),
+            ));
+        }
+        let forbidden = !ns.is_empty()
+            && self
+                .cache
+                .forbidden
+                .get(&ObjectRef::new(ns))
+                .is_some_and(|n| {
+                    n.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(crate::resources::citrust::CI_TRUST_LABEL))
+                        .is_some_and(|v| v == "false")
+                });
+        let trusts: Vec<CITrust> = self
+            .cache
+            .trusts
+            .state()
+            .iter()
+            .filter(|t| kube::ResourceExt::namespace(t.as_ref()).as_deref() == Some(ns))
+            .map(|t| (**t).clone())
+            .collect();
+        trust::decide(&trusts, ns, forbidden, &ci.claims, verb).map_err(ApiError::Forbidden)
+    }
+}
+
+/// The ttl an open or renew under `granted` gets, checked with the selector against the
+/// trusts' bounds: `Ok(Some(ttl))` when the request named none and a bound caps the server's
+/// `default`; 403 naming the field and the trust when no granting trust admits it. A ttl or
+/// selector that does not parse is left to the ordinary 400/422 checks.
+pub fn bound_request(
+    granted: &[Granted],
+    requested: Option<&str>,
+    default: Duration,
+    selector: Option<&SelectorInput>,
+) -> Result<Option<String>, ApiError> {
+    let (ttl, fill) = match requested {
+        Some(text) => match super::ttl::parse(text) {
+            Ok(ttl) => (ttl, None),
+            Err(_) => return Ok(None),
+        },
+        None => match trust::ttl_cap(granted) {
+            Some(cap) if cap < default => (cap, Some(super::ttl::format(cap))),
+            _ => (default, None),
+        },
+    };
+    let labels = match selector.map(super::selector::parse) {
+        None => Default::default(),
+        Some(Ok(sel)) => sel.match_labels,
+        Some(Err(_)) => return Ok(None),
+    };
+    trust::any_admits(granted, ttl, &labels).map_err(ApiError::Forbidden)?;
+    Ok(fill)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Bounds;
+    use serde_json::json;
+
+    fn granted(max: &str) -> Vec<Granted> {
+        vec![Granted {
+            trust: "shop/main".into(),
+            bounds: Bounds {
+                max_ttl: Some(max.parse().unwrap()),
+                ..Default::default()
+            },
+        }]
+    }
+
+    #[test]
+    fn an_open_without_a_ttl_gets_the_default_capped_by_the_trust() {
+        let thirty = Duration::from_secs(1800);
+        assert_eq!(
+            bound_request(&granted("10m"), None, thirty, None).unwrap(),
+            Some("10m".into())
+        );
+        assert_eq!(
+            bound_request(&granted("1h"), None, thirty, None).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn an_open_asking_more_than_the_bound_is_forbidden_naming_ttl() {
+        let err =
+            bound_request(&granted("10m"), Some("1h"), Duration::from_secs(60), None).unwrap_err();
+        assert!(
+            matches!(&err, ApiError::Forbidden(d) if d.starts_with("ttl: ")),
+            "{err}"
+        );
+        assert!(bound_request(&granted("10m"), Some("nonsense"), Duration::ZERO, None).is_ok());
+    }
+
+    #[test]
+    fn issuers_are_https_urls_without_a_trailing_slash() {
+        assert_eq!(
+            normalize_issuer("https://gitlab.com/").unwrap(),
+            "https://gitlab.com"
+        );
+        assert!(normalize_issuer("http://gitlab.com").is_err());
+        assert!(normalize_issuer("https://").is_err());
+    }
+
+    #[test]
+    fn the_opener_records_github_and_gitlab_claims() {
+        let gh = json!({"iss": "https://token.actions.githubusercontent.com",
+            "sub": "repo:acme/shop:ref:refs/heads/main", "aud": "disruption-guard", "exp": 1,
+            "repository": "acme/shop", "ref": "refs/heads/main", "run_id": "42", "run_attempt": "2"});
+        let ci = CiToken {
+            claims: Claims::from_json(gh.as_object().unwrap().clone()).unwrap(),
+        };
+        let by = ci.opened_by(Some("shop/main"));
+        assert_eq!(by.repository.as_deref(), Some("acme/shop"));
+        assert_eq!(by.git_ref.as_deref(), Some("refs/heads/main"));
+        assert_eq!(by.run.as_deref(), Some("42/2"));
+        assert_eq!(
+            by.name,
+            "oidc:https://token.actions.githubusercontent.com#repo:acme/shop:ref:refs/heads/main"
+        );
+        let gl = json!({"iss": "https://gitlab.com", "aud": "disruption-guard", "exp": 1,
+            "sub": "project_path:acme/shop:ref_type:branch:ref:main",
+            "project_path": "acme/shop", "ref": "main", "pipeline_id": "7", "job_id": 9});
+        let ci = CiToken {
+            claims: Claims::from_json(gl.as_object().unwrap().clone()).unwrap(),
+        };
+        let by = ci.opened_by(None);
+        assert_eq!(by.repository.as_deref(), Some("acme/shop"));
+        assert_eq!(by.run.as_deref(), Some("7/9"));
+        assert!(
+            by.summary()
+                .contains("repository acme/shop, ref main, run 7/9")
+        );
+    }
+}
