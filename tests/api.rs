@@ -724,11 +724,34 @@ async fn an_open_with_wait_answers_once_the_window_is_ready_once_the_controller_
 
 #[tokio::test]
 async fn an_open_with_a_short_wait_answers_504_with_the_windows_state_when_not_ready() {
-    with_namespace(|_client, ns| async move {
-        let op = Operator::start(&ns, &[]).await;
-        // A just-created object has no status yet, so a wait of 1ns can never see it Ready.
+    with_namespace(|client, ns| async move {
+        // Another replica holds the Lease for an hour: this one serves the API but protects
+        // nothing, so no window it opens can become Ready, however slow the machine is. (A
+        // window over no pods is Ready within milliseconds, and a wait looks at the window at
+        // least once, so without this a busy machine made even `timeout=1ns` see it Ready.)
+        use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        let now = MicroTime(jiff::Timestamp::now());
+        let lease = Lease {
+            metadata: kube::api::ObjectMeta {
+                name: Some("disruption-guard".into()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some("another-replica".into()),
+                lease_duration_seconds: Some(3600),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                ..Default::default()
+            }),
+        };
+        Api::<Lease>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &lease)
+            .await
+            .unwrap();
+        let op = Operator::replica(&ns, "follower").await;
         let resp = http()
-            .post(format!("{}?wait=true&timeout=1ns", windows_url(&op, &ns)))
+            .post(format!("{}?wait=true&timeout=2s", windows_url(&op, &ns)))
             .json(&json!({"name": "slow"}))
             .send()
             .await
@@ -737,6 +760,7 @@ async fn an_open_with_a_short_wait_answers_504_with_the_windows_state_when_not_r
         let body: Value = resp.json().await.unwrap();
         assert_eq!(body["status"], 504, "{body}");
         assert_eq!(body["window"]["name"], "slow", "{body}");
+        assert!(!op.leads().await, "the other replica kept the Lease");
     })
     .await;
 }

@@ -23,8 +23,8 @@ pub mod serve;
 pub mod static_tokens;
 pub mod ttl;
 pub mod types;
-pub mod waits;
 pub mod verb;
+pub mod waits;
 pub mod windows;
 
 pub use metrics::ApiMetrics;

@@ -8,8 +8,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use super::handlers;
 use super::problem::Problem;
 use super::types::{
-    CiMeta, ConditionView, OpenRequest, OpenedByView, ProtectInput, ProtectedView, RenewRequest, ReportView,
-    SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
+    CiMeta, ConditionView, OpenRequest, OpenedByView, ProtectInput, ProtectedView, RenewRequest,
+    ReportView, SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
 };
 
 #[derive(OpenApi)]
