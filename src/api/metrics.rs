@@ -118,6 +118,13 @@ impl ApiMetrics {
         );
     }
 
+    /// Counts one reload of the static tokens by its result.
+    pub fn static_token_reload(&self, result: &'static str) {
+        self.static_token_reloads
+            .get_or_create(&ReloadLabels { result })
+            .inc();
+    }
+
     /// Records one answered request.
     pub fn observe(&self, method: &str, route: &str, code: u16, seconds: f64) {
         let labels = RequestLabels {

@@ -25,9 +25,6 @@ use tracing::{debug, warn};
 
 use super::ApiMetrics;
 
-/// How long open requests may finish after shutdown begins.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// The connection limits of the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -39,7 +36,7 @@ pub struct ConnectionLimits {
 }
 
 /// Serves `router` on `listener` within `limits` until `shutdown`; requests in flight then get
-/// [`DRAIN_TIMEOUT`] to finish.
+/// [`CONNECTION_DRAIN`](crate::runtime::shutdown::CONNECTION_DRAIN) to finish.
 pub async fn serve_on(
     listener: TcpListener,
     router: Router,
@@ -92,17 +89,7 @@ pub async fn serve_on(
         });
     }
     drop(listener);
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            open = connections.len(),
-            "API connections still open after the drain timeout; closing them"
-        );
-        connections.abort_all();
-    }
+    crate::runtime::shutdown::drain_connections(connections, "API").await;
 }
 
 /// One client connection: HTTP/1 until the client leaves, its headers are late, or the process

@@ -232,7 +232,7 @@ pub async fn start(
     let tokens = match source.load(&client).await {
         Ok(tokens) => {
             info!(count = tokens.len(), "static tokens loaded");
-            count_reload(&metrics, "loaded");
+            metrics.static_token_reload("loaded");
             tokens
         }
         Err(err @ (LoadError::Missing(_) | LoadError::Malformed(_))) => {
@@ -242,7 +242,7 @@ pub async fn start(
                 "no static token is accepted: until the tokens can be read, only \
                  ServiceAccount tokens are"
             );
-            count_reload(&metrics, err.category());
+            metrics.static_token_reload(err.category());
             revoked = true;
             Vec::new()
         }
@@ -260,7 +260,7 @@ pub async fn start(
             let outcome = source.load(&client).await;
             let now = Instant::now();
             let result = outcome.as_ref().err().map_or("loaded", LoadError::category);
-            count_reload(&metrics, result);
+            metrics.static_token_reload(result);
             if !matches!(outcome, Err(LoadError::Unreadable(_))) {
                 last_read = now;
             }
@@ -296,13 +296,6 @@ pub async fn start(
         }
     });
     Ok(())
-}
-
-fn count_reload(metrics: &super::ApiMetrics, result: &'static str) {
-    metrics
-        .static_token_reloads
-        .get_or_create(&super::metrics::ReloadLabels { result })
-        .inc();
 }
 
 #[cfg(test)]

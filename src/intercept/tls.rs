@@ -41,8 +41,6 @@ use super::registration::Upkeep;
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(5 * 60);
 /// Longest a client may take to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest the server waits, on shutdown, for requests in flight.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The serving certificate, swappable while the server runs.
 pub struct CertResolver {
@@ -163,17 +161,7 @@ pub async fn serve_on(
         ));
     }
     drop(listener);
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            open = connections.len(),
-            "webhook connections still open after the drain timeout; closing them"
-        );
-        connections.abort_all();
-    }
+    crate::runtime::shutdown::drain_connections(connections, "webhook").await;
 }
 
 /// One client connection: the TLS handshake, then HTTP until the client leaves, the

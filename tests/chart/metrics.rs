@@ -48,6 +48,7 @@ fn exposition() -> String {
         .observe("POST", "/v1/namespaces/{namespace}/windows", 201, 0.02);
     m.kube_requests
         .observe("patch", Some(200), std::time::Duration::from_millis(8));
+    m.api.static_token_reload("loaded");
     // The webhook's health gauges: exported with the interception on and a certificate served.
     {
         use disruption_guard::intercept::certs::{Renewal, issue, sans};
