@@ -25,6 +25,8 @@ cleanup() {
   "$kubectl" uncordon -l type=kwok >/dev/null 2>&1 || true
   "$kubectl" -n "$ns" delete testwindows --all --wait --timeout=60s >/dev/null 2>&1 || true
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # The replicas registered the webhook themselves (--intercept-create-webhook, as `make run`).
+  "$kubectl" delete validatingwebhookconfiguration disruption-guard --ignore-not-found >/dev/null 2>&1 || true
   "$kubectl" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -38,7 +40,7 @@ start_replica() {
   [ -n "${api[$id]:-}" ] || { api[$id]="$(port)"; admin[$id]="$(port)"; hook[$id]="$(port)"; }
   "$bin" --log-format=text operator --namespaces="$ns" --insecure-no-auth \
     --api-addr="127.0.0.1:${api[$id]}" --admin-addr="127.0.0.1:${admin[$id]}" \
-    --intercept-port="${hook[$id]}" --intercept-namespace="$ns" \
+    --intercept-port="${hook[$id]}" --intercept-namespace="$ns" --intercept-create-webhook \
     --leader-election --leader-election-namespace="$ns" --leader-election-identity="$id" \
     --lease-duration-seconds=5 --retention=3m >>"$work/operator-$id.log" 2>&1 &
   pid_of[$id]=$!
