@@ -935,24 +935,31 @@ async fn until_token_answers(op: &Operator, ns: &str, token: &str, status: u16, 
     .await;
 }
 
+/// An operator reading its static tokens from the Secret `tokens` in `ns`, which lists only
+/// `token`; checked to accept it before the caller changes the Secret.
+async fn operator_accepting(client: &Client, ns: &str, token: &str) -> Operator {
+    put_tokens_secret(
+        client,
+        ns,
+        &format!("tokens:\n  - {{name: ci, token: {token}, namespaces: [{ns}]}}\n"),
+    )
+    .await;
+    let op = operator_with_tokens_secret(ns).await;
+    let ok = http()
+        .get(windows_url(&op, ns))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK, "the static token works");
+    op
+}
+
 #[tokio::test]
 async fn deleting_the_static_tokens_secret_revokes_its_tokens_within_one_reload() {
     with_namespace(|client, ns| async move {
         let token = "static-token-deleted-0123";
-        put_tokens_secret(
-            &client,
-            &ns,
-            &format!("tokens:\n  - {{name: ci, token: {token}, namespaces: [{ns}]}}\n"),
-        )
-        .await;
-        let op = operator_with_tokens_secret(&ns).await;
-        let ok = http()
-            .get(windows_url(&op, &ns))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(ok.status(), StatusCode::OK, "the static token works");
+        let op = operator_accepting(&client, &ns, token).await;
         let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
         secrets
             .delete("tokens", &DeleteParams::default())
@@ -987,20 +994,7 @@ async fn deleting_the_static_tokens_secret_revokes_its_tokens_within_one_reload(
 async fn a_malformed_static_tokens_secret_revokes_the_previous_tokens_and_is_counted() {
     with_namespace(|client, ns| async move {
         let token = "static-token-malformed-01";
-        put_tokens_secret(
-            &client,
-            &ns,
-            &format!("tokens:\n  - {{name: ci, token: {token}, namespaces: [{ns}]}}\n"),
-        )
-        .await;
-        let op = operator_with_tokens_secret(&ns).await;
-        let ok = http()
-            .get(windows_url(&op, &ns))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(ok.status(), StatusCode::OK, "the static token works");
+        let op = operator_accepting(&client, &ns, token).await;
         // A rotation gone wrong: the YAML no longer parses.
         put_tokens_secret(
             &client,
