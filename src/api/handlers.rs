@@ -19,7 +19,7 @@ use utoipa::IntoParams;
 
 use super::ApiState;
 use super::auth::Verb;
-use super::oidc::bound_request;
+use super::oidc::{bound_open, bound_renew};
 use super::problem::{ApiError, Problem};
 use super::types::{OpenRequest, RenewRequest, WindowList, WindowView};
 use super::windows::{is_ready, is_ready_or_ended, is_released};
@@ -178,11 +178,12 @@ pub async fn open(
     if let Some(ci) = &who.ci {
         let limits = state.windows.limits();
         let default = limits.default.min(limits.max);
-        if let Some(ttl) = bound_request(
+        if let Some(ttl) = bound_open(
             &ci.granted,
             req.ttl.as_deref(),
             default,
             req.selector.as_ref(),
+            req.protect.as_ref().is_some_and(|p| p.daemon_sets),
         )? {
             req.ttl = Some(ttl);
         }
@@ -351,16 +352,17 @@ pub async fn renew(
     let who = state.auth.authorize(&headers, &ns, Verb::Patch).await?;
     check_scope(&state, &ns)?;
     check_name(&ns, &name)?;
-    let mut req: RenewRequest = parse_body(&headers, &body)?;
-    if let Some(ci) = &who.ci {
-        let default = state.windows.limits().default;
-        if let Some(ttl) = bound_request(&ci.granted, req.ttl.as_deref(), default, None)? {
-            req.ttl = Some(ttl);
-        }
-    }
+    let req: RenewRequest = parse_body(&headers, &body)?;
+    let default = state.windows.limits().default;
     let tw = state
         .windows
-        .renew(&ns, &name, &req, jiff::Timestamp::now())
+        .renew(&ns, &name, &req, jiff::Timestamp::now(), |window| {
+            match &who.ci {
+                // The window's own selector is what the trust's bounds must admit.
+                Some(ci) => bound_renew(&ci.granted, req.ttl.as_deref(), default, window),
+                None => Ok(None),
+            }
+        })
         .await?;
     info!(namespace = %ns, window = %name, identity = %who.name, "window renewed");
     Ok(view(StatusCode::OK, &tw))

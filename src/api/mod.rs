@@ -252,12 +252,18 @@ pub async fn serve(
     } else {
         let http = oidc::http_client(args.oidc_ca_file.as_ref())?;
         let (trusts, forbidden, tasks) =
-            crate::runtime::caches::ci_trusts(&state.client, state.watch_scope());
+            crate::runtime::caches::ci_trusts(&state.client, &state.ready, state.watch_scope());
         let verifier = Arc::new(oidc::Verifier::new(
             &args.oidc_issuers,
             args.token_audience.clone(),
             http,
-            oidc::TrustCache { trusts, forbidden },
+            oidc::TrustCache {
+                trusts,
+                forbidden,
+                refusals: Arc::new(oidc::refusals::Refusals::new(Some(
+                    crate::runtime::events::Events::new(state),
+                ))),
+            },
         ));
         verifier.start_refresh(state.shutdown.clone());
         auth.set_oidc(verifier);

@@ -299,15 +299,18 @@ impl Windows {
         Ok(WindowList { items })
     }
 
-    /// Extends a window to now + ttl (capped by the maximum).
+    /// Extends a window to now + ttl (capped by the maximum). `admit` sees the stored window
+    /// before anything is written: it may refuse the renew, or name the ttl to use when the
+    /// request named none (a CI trust's bound).
     pub async fn renew(
         &self,
         ns: &str,
         name: &str,
         req: &RenewRequest,
         now: Timestamp,
+        admit: impl FnOnce(&TestWindow) -> Result<Option<String>, ApiError>,
     ) -> Result<TestWindow, ApiError> {
-        let until = self
+        let mut until = self
             .limits
             .renewed_until(req.ttl.as_deref(), now)
             .map_err(ApiError::Unprocessable)?;
@@ -317,6 +320,12 @@ impl Windows {
             return Err(ApiError::Conflict(format!(
                 "window {name:?} has ended ({phase:?}); open a new one"
             )));
+        }
+        if let Some(ttl) = admit(&tw)? {
+            until = self
+                .limits
+                .renewed_until(Some(&ttl), now)
+                .map_err(ApiError::Unprocessable)?;
         }
         let spec = json!({"expiresAt": Time(until)});
         self.apply_spec(ns, name, RENEW_MANAGER, spec, "renewing")

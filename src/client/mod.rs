@@ -306,7 +306,8 @@ impl Backend {
                 .await
             }
             Backend::Kube(w) => Ok(WindowView::from_window(
-                &w.renew(ns, name, &req, jiff::Timestamp::now()).await?,
+                &w.renew(ns, name, &req, jiff::Timestamp::now(), |_| Ok(None))
+                    .await?,
             )),
         }
     }

@@ -74,6 +74,7 @@ pub async fn run(
     runtime.ready.register(READY_GATE);
     let (stores, task) = stores::DrainStores::start(
         &runtime.client,
+        &runtime.ready,
         &caches,
         args.drain_namespace_selector.as_deref(),
         &tx,

@@ -3,19 +3,20 @@
 //! changes already arrive as [`NodeTrigger`]s), plus the namespaces matching
 //! `--drain-namespace-selector` when it is set — the one watch only this watcher needs.
 
-use futures::StreamExt;
+use std::sync::Arc;
+
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
-use tracing::warn;
 
-use crate::runtime::{Caches, NodeTrigger, Pods};
+use crate::runtime::caches::reflect;
+use crate::runtime::{Caches, NodeTrigger, Pods, Readiness};
 
 /// Reflector stores the decisions read from.
 #[derive(Clone)]
@@ -35,6 +36,7 @@ impl DrainStores {
     /// it is set (its changes are sent to `triggers`; the task runs until aborted).
     pub fn start(
         client: &Client,
+        ready: &Arc<Readiness>,
         caches: &Caches,
         namespace_selector: Option<&str>,
         triggers: &UnboundedSender<NodeTrigger>,
@@ -42,13 +44,26 @@ impl DrainStores {
         let mut task = None;
         let namespaces = namespace_selector.map(|selector| {
             let (store, writer) = reflector::store();
-            let stream = watcher(
+            let triggers = triggers.clone();
+            // Any change asks the watcher to look at every node again.
+            task = Some(reflect(
+                "drain-namespaces",
                 Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
                 watcher::Config::default().labels(selector),
-            )
-            .default_backoff()
-            .reflect(writer);
-            task = Some(drive_namespaces(stream, triggers.clone()));
+                |ns| ns.metadata.managed_fields = None,
+                writer,
+                ready.clone(),
+                move |event| {
+                    if matches!(
+                        event,
+                        watcher::Event::Apply(_)
+                            | watcher::Event::Delete(_)
+                            | watcher::Event::InitDone
+                    ) {
+                        let _ = triggers.send(NodeTrigger::All);
+                    }
+                },
+            ));
             store
         });
         let stores = DrainStores {
@@ -70,29 +85,4 @@ impl DrainStores {
         }
         Ok(())
     }
-}
-
-/// Drives the namespace watch: any change asks the watcher to look at every node again.
-fn drive_namespaces<S>(stream: S, triggers: UnboundedSender<NodeTrigger>) -> JoinHandle<()>
-where
-    S: futures::Stream<Item = Result<watcher::Event<PartialObjectMeta<Namespace>>, watcher::Error>>
-        + Send
-        + 'static,
-{
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(
-                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
-                ) => {
-                    if triggers.send(NodeTrigger::All).is_err() {
-                        return;
-                    }
-                }
-                Ok(_) => {}
-                Err(error) => warn!(watch = "namespaces", %error, "watch failed; retrying"),
-            }
-        }
-    })
 }

@@ -172,6 +172,7 @@ where
     let (namespaces, namespace_task) = caches::read_only(
         "namespaces",
         Api::<PartialObjectMeta<Namespace>>::all(runtime.client.clone()),
+        &runtime.ready,
         |ns| {
             ns.metadata.managed_fields = None;
             ns.metadata.annotations = None;

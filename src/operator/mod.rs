@@ -145,6 +145,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let (drain_tx, drain_rx) = tokio::sync::mpsc::unbounded_channel();
     let (caches, window_feed, _watches) = Caches::start(
         &runtime.client,
+        &runtime.ready,
         runtime.watch_scope(),
         drain_tx.clone(),
         &args.drain.signals,

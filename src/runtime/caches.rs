@@ -32,6 +32,7 @@ use kube::{Api, Client, Resource};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
+use super::Readiness;
 use super::pod_scopes::{Pods, Scope};
 pub use super::reflect::{Cacheable, NodeTrigger, reflect, scoped};
 use super::reflect::{hand_on, list_in_small_pages};
@@ -82,6 +83,7 @@ impl Caches {
     /// watched.
     pub fn start(
         client: &Client,
+        ready: &Arc<Readiness>,
         scope: Option<&str>,
         drain: UnboundedSender<NodeTrigger>,
         signals: &[Signal],
@@ -90,7 +92,7 @@ impl Caches {
         let (nodes_tx, nodes_rx) = unbounded_channel();
         let (pdbs_tx, pdbs_rx) = unbounded_channel();
 
-        let pods = Pods::new(client, scope, pods_tx, drain.clone());
+        let pods = Pods::new(client, ready.clone(), scope, pods_tx, drain.clone());
 
         let (nodes, writer) = reflector::store::<Node>();
         let mut on_node = hand_on(
@@ -117,6 +119,7 @@ impl Caches {
             list_in_small_pages(),
             trim::node,
             writer,
+            ready.clone(),
             move |event| {
                 // The node's pods are watched (or not) before the drain watcher hears of it.
                 node_scopes.on(&event);
@@ -127,6 +130,7 @@ impl Caches {
         let (replica_sets, rs_task) = watch_workloads(
             "replicasets",
             client,
+            ready,
             scope,
             trim::replica_set,
             &drain,
@@ -135,6 +139,7 @@ impl Caches {
         let (deployments, dep_task) = watch_workloads(
             "deployments",
             client,
+            ready,
             scope,
             trim::deployment,
             &drain,
@@ -143,6 +148,7 @@ impl Caches {
         let (pdbs, pdb_task) = watch_workloads(
             "poddisruptionbudgets",
             client,
+            ready,
             scope,
             |p: &mut PodDisruptionBudget| keep_own_entries(&mut p.metadata),
             &drain,
@@ -196,18 +202,21 @@ impl Caches {
 }
 
 /// The CI trusts the HTTP API authorizes id-tokens with: every `CITrust` in `scope`, and the
-/// namespaces labelled `disruption-guard.io/ci-trust=false` (only those: a narrow watch, by
-/// label selector, metadata kept), where cluster admins forbid CI trust. Started only when the
+/// namespaces labelled `disruption-guard.io/ci-trust` (only those: a narrow watch, by label
+/// selector, metadata kept), whose value `false` (in any case) forbids CI trust there. Started only when the
 /// operator trusts an OIDC issuer.
 pub fn ci_trusts(
     client: &Client,
+    ready: &Arc<Readiness>,
     scope: Option<&str>,
 ) -> (Store<CITrust>, Store<Namespace>, Tasks) {
-    let (trusts, trusts_task) = read_only("citrusts", scoped::<CITrust>(client, scope), |t| {
-        t.metadata.managed_fields = None;
-    });
+    let (trusts, trusts_task) =
+        read_only("citrusts", scoped::<CITrust>(client, scope), ready, |t| {
+            t.metadata.managed_fields = None;
+        });
     let (namespaces, writer) = reflector::store();
-    let selector = format!("{CI_TRUST_LABEL}=false");
+    // Any value: `False` forbids as `false` does, and label selectors are case-sensitive.
+    let selector = CI_TRUST_LABEL.to_string();
     let ns_task = reflect(
         "namespaces-without-ci-trust",
         Api::<Namespace>::all(client.clone()),
@@ -219,6 +228,7 @@ pub fn ci_trusts(
             n.status = None;
         },
         writer,
+        ready.clone(),
         |_| {},
     );
     (trusts, namespaces, Tasks(vec![trusts_task, ns_task]))
@@ -228,10 +238,19 @@ pub fn ci_trusts(
 pub fn read_only<K: Cacheable>(
     name: &'static str,
     api: Api<K>,
+    ready: &Arc<Readiness>,
     trim: fn(&mut K),
 ) -> (Store<K>, JoinHandle<()>) {
     let (store, writer) = reflector::store();
-    let task = reflect(name, api, watcher::Config::default(), trim, writer, |_| {});
+    let task = reflect(
+        name,
+        api,
+        watcher::Config::default(),
+        trim,
+        writer,
+        ready.clone(),
+        |_| {},
+    );
     (store, task)
 }
 
@@ -240,6 +259,7 @@ pub fn read_only<K: Cacheable>(
 fn watch_workloads<K>(
     name: &'static str,
     client: &Client,
+    ready: &Arc<Readiness>,
     scope: Option<&str>,
     trim: fn(&mut K),
     drain: &UnboundedSender<NodeTrigger>,
@@ -257,6 +277,7 @@ where
         watcher::Config::default(),
         trim,
         writer,
+        ready.clone(),
         move |event| {
             if matches!(
                 event,

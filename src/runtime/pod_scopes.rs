@@ -44,6 +44,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::Readiness;
 use super::reflect::{NodeTrigger, ToTrigger, hand_on, list_from_watch_cache, reflect, scoped};
 use crate::resources::PodDigest;
 
@@ -80,6 +81,8 @@ pub struct Pods {
 
 struct Inner {
     client: Client,
+    /// Told when a scope's watch dies and is restarted.
+    ready: Arc<Readiness>,
     /// The one namespace namespaced watches are limited to (`--namespaces` naming one).
     limit: Option<String>,
     /// The window controller's feed of changed pods (namespace scopes).
@@ -95,6 +98,7 @@ impl Pods {
     /// A cache with no scope yet.
     pub fn new(
         client: &Client,
+        ready: Arc<Readiness>,
         limit: Option<&str>,
         window: UnboundedSender<Arc<PodDigest>>,
         drain: UnboundedSender<NodeTrigger>,
@@ -102,6 +106,7 @@ impl Pods {
         Pods {
             inner: Arc::new(Inner {
                 client: client.clone(),
+                ready,
                 limit: limit.map(str::to_string),
                 window,
                 drain,
@@ -298,6 +303,7 @@ impl Pods {
             config,
             PodDigest::trim,
             writer,
+            inner.ready.clone(),
             move |event: watcher::Event<PodDigest>| {
                 // Synced before anything is handed on: whoever a trigger wakes reads a store
                 // that says it is complete.
@@ -329,7 +335,7 @@ impl Pods {
         let client = Client::new(service, "default");
         let (window, _) = tokio::sync::mpsc::unbounded_channel();
         let (drain, _) = tokio::sync::mpsc::unbounded_channel();
-        let cache = Pods::new(&client, None, window, drain);
+        let cache = Pods::new(&client, Arc::default(), None, window, drain);
         let mut by_ns: HashMap<String, Vec<PodDigest>> = HashMap::new();
         for pod in pods {
             let ns = pod.metadata.namespace.clone().unwrap_or_default();

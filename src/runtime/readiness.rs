@@ -1,7 +1,8 @@
 //! Readiness gates: each component registers the caches it waits for and marks them synced;
 //! `/readyz` answers ready once every gate is synced, the API server answered recently (else
 //! every watch is stale: they all ride one connection, see [`super::connection`]) and the
-//! process is not shutting down.
+//! process is not shutting down, and no watch is down: a watch task that panicked is restarted
+//! by [`super::reflect`], and until its store is listed again the replica is not ready.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -16,6 +17,8 @@ pub const STALE_AFTER: Duration = Duration::from_secs(10);
 #[derive(Debug, Default)]
 pub struct Readiness {
     gates: Mutex<BTreeMap<&'static str, bool>>,
+    /// Watches that died and are being restarted, with how often each has died.
+    down: Mutex<BTreeMap<&'static str, u64>>,
     /// Since when the API server has not answered, if it does not.
     unreachable_since: Mutex<Option<Instant>>,
 }
@@ -43,6 +46,22 @@ impl Readiness {
         }
     }
 
+    /// Records that the watch `name` died (its task panicked or its stream ended): the replica
+    /// is not ready until [`Self::watch_listed`] says it holds a fresh list again.
+    pub fn watch_down(&self, name: &'static str) {
+        *self
+            .down
+            .lock()
+            .expect("readiness lock")
+            .entry(name)
+            .or_default() += 1;
+    }
+
+    /// Records that the watch `name` holds a complete list (again).
+    pub fn watch_listed(&self, name: &'static str) {
+        self.down.lock().expect("readiness lock").remove(name);
+    }
+
     /// Records whether the API server answered a probe at `now`.
     pub fn api_server_answered(&self, answered: bool, now: Instant) {
         let mut since = self.unreachable_since.lock().expect("readiness lock");
@@ -59,6 +78,12 @@ impl Readiness {
             .map(|(name, _)| format!("not synced: {name}"))
             .collect();
         drop(gates);
+        let down = self.down.lock().expect("readiness lock");
+        pending.extend(
+            down.iter()
+                .map(|(name, times)| format!("watch {name} died ({times}x); restarting it")),
+        );
+        drop(down);
         let since = *self.unreachable_since.lock().expect("readiness lock");
         if let Some(silent) = stale_for(since, now) {
             pending.push(format!(
@@ -92,6 +117,22 @@ mod tests {
         );
         ready.mark_synced("windows");
         ready.mark_synced("drain");
+        assert!(ready.pending(now).is_empty());
+    }
+
+    #[test]
+    fn a_dead_watch_makes_the_replica_not_ready_until_it_is_listed_again() {
+        let ready = Readiness::default();
+        let now = Instant::now();
+        ready.register("windows");
+        ready.mark_synced("windows");
+        ready.watch_down("citrusts");
+        ready.watch_down("citrusts");
+        assert_eq!(
+            ready.pending(now),
+            ["watch citrusts died (2x); restarting it"]
+        );
+        ready.watch_listed("citrusts");
         assert!(ready.pending(now).is_empty());
     }
 

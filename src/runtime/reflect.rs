@@ -4,9 +4,11 @@
 //! [`NodeTrigger`] to the drain watcher). Shared by [`super::caches`] and
 //! [`super::pod_scopes`].
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -14,7 +16,9 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
-use tracing::warn;
+use tracing::{error, warn};
+
+use super::Readiness;
 
 /// What a change in the caches asks a node-keyed consumer (the drain watcher) to look at again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,30 +63,78 @@ impl<K> Cacheable for K where
 /// Starts a watch of `api` (with `config`) into the store `writer` feeds, each object trimmed
 /// by `trim`; every event, once the store took it, is shown to `on_event`. The one way the
 /// operator starts a reflector; the task runs until aborted.
+///
+/// The task supervises its watch: should the watch panic (a parser deep inside the client, a
+/// bug in `on_event`) or its stream end, that is logged as an error, `ready` says the replica
+/// is not ready ([`Readiness::watch_down`]), and the watch is started again after a backoff
+/// (1 s doubling to [`MAX_RESTART_DELAY`]); the store keeps its last state until the new list is
+/// complete. A watch never goes silent, and no object can stop a cache for good.
 pub fn reflect<K>(
     name: &'static str,
     api: Api<K>,
     config: watcher::Config,
     trim: fn(&mut K),
-    writer: reflector::store::Writer<K>,
+    mut writer: reflector::store::Writer<K>,
+    ready: Arc<Readiness>,
     mut on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
 ) -> JoinHandle<()>
 where
     K: Cacheable,
 {
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(trim)
-        .reflect(writer);
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(event) => on_event(event),
-                Err(error) => warn!(watch = name, %error, "watch failed; retrying"),
-            }
+        let mut deaths: u32 = 0;
+        loop {
+            let stream = watcher(api.clone(), config.clone())
+                .default_backoff()
+                .modify(trim);
+            let mut stream = std::pin::pin!(stream);
+            let why = loop {
+                let event = match AssertUnwindSafe(stream.next()).catch_unwind().await {
+                    Ok(Some(Ok(event))) => event,
+                    Ok(Some(Err(error))) => {
+                        warn!(watch = name, %error, "watch failed; retrying");
+                        continue;
+                    }
+                    Ok(None) => break "its stream ended".to_string(),
+                    Err(panic) => break panic_text(panic.as_ref()),
+                };
+                writer.apply_watcher_event(&event);
+                let listed = matches!(event, watcher::Event::InitDone);
+                if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| on_event(event))) {
+                    break panic_text(panic.as_ref());
+                }
+                if listed {
+                    deaths = 0;
+                    ready.watch_listed(name);
+                }
+            };
+            deaths = deaths.saturating_add(1);
+            let delay = restart_delay(deaths);
+            error!(watch = name, reason = %why, restart_in = ?delay, "watch died; restarting it");
+            ready.watch_down(name);
+            tokio::time::sleep(delay).await;
         }
     })
+}
+
+/// The longest a dead watch waits before it is started again.
+pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(60);
+
+/// How long to wait before the `deaths`-th restart in a row: 1 s, doubling, at most
+/// [`MAX_RESTART_DELAY`].
+fn restart_delay(deaths: u32) -> Duration {
+    let secs = 1u64 << deaths.saturating_sub(1).min(6);
+    Duration::from_secs(secs).min(MAX_RESTART_DELAY)
+}
+
+/// A panic's message, when it has one.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string());
+    format!("panicked: {}", text.chars().take(300).collect::<String>())
 }
 
 /// Objects per page of the initial list (the default is 500). A page is parsed whole before its
@@ -168,6 +220,21 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dead_watch_restarts_after_a_doubling_bounded_delay() {
+        let delays: Vec<u64> = (1..=9).map(|n| restart_delay(n).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(restart_delay(u32::MAX), MAX_RESTART_DELAY);
+    }
+
+    #[test]
+    fn a_panic_is_described_by_its_message() {
+        let caught = std::panic::catch_unwind(|| panic!("bad duration {}", 7)).unwrap_err();
+        assert_eq!(panic_text(caught.as_ref()), "panicked: bad duration 7");
+        let caught = std::panic::catch_unwind(|| panic!("plain")).unwrap_err();
+        assert_eq!(panic_text(caught.as_ref()), "panicked: plain");
+    }
 
     #[test]
     fn pod_scopes_list_from_the_watch_cache_in_one_page_the_other_caches_consistently_in_pages() {

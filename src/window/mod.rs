@@ -124,6 +124,7 @@ pub async fn run(
     let (stateful_sets, sts_task) = crate::runtime::caches::read_only(
         "statefulsets",
         runtime.api::<StatefulSet>(),
+        &runtime.ready,
         trim::stateful_set,
     );
     let claim_resource = wakeups::discover_node_claims(&client).await;

@@ -11,9 +11,11 @@
 //!   Kubernetes RBAC, unchanged.
 //!
 //! Files: [`token`] (header, claims, checks), [`keys`] (discovery, JWKS, cache), [`trust`]
-//! (CITrust matching, bounds). This file wires them to the CITrust cache.
+//! (CITrust matching, bounds), [`refusals`] (a refusal's reasons, to the log and the trusts'
+//! Events). This file wires them to the CITrust cache.
 
 pub mod keys;
+pub mod refusals;
 pub mod token;
 pub mod trust;
 
@@ -28,12 +30,13 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio_util::sync::CancellationToken;
 
 use self::keys::IssuerKeys;
+use self::refusals::Refusals;
 use self::token::{Claims, Refusal};
-use self::trust::Granted;
+use self::trust::{Asked, Granted};
 use super::problem::ApiError;
 use super::types::SelectorInput;
 use super::verb::Verb;
-use crate::resources::{CITrust, OpenedBy};
+use crate::resources::{CITrust, OpenedBy, TestWindow};
 
 /// Longest a request waits for the CITrust cache's first list before it is refused (503).
 pub const TRUSTS_SYNC_WAIT: Duration = Duration::from_secs(5);
@@ -43,8 +46,17 @@ pub const TRUSTS_SYNC_WAIT: Duration = Duration::from_secs(5);
 pub struct TrustCache {
     /// Every CITrust in the operator's scope.
     pub trusts: Store<CITrust>,
-    /// Namespaces labelled `disruption-guard.io/ci-trust=false` (only those are watched).
+    /// Namespaces labelled `disruption-guard.io/ci-trust` (only those are watched; a value
+    /// `false`, in any case, forbids CI trust there).
     pub forbidden: Store<Namespace>,
+    /// Where refusals are reported.
+    pub refusals: Arc<Refusals>,
+}
+
+/// Whether the label value `value` of [`crate::resources::citrust::CI_TRUST_LABEL`] forbids CI
+/// trust: `false` in any case (`False`, `FALSE`), as a person may write it.
+pub fn forbids(value: &str) -> bool {
+    value.trim().eq_ignore_ascii_case("false")
 }
 
 /// A verified CI token: who it is.
@@ -212,7 +224,7 @@ impl Verifier {
                         .labels
                         .as_ref()
                         .and_then(|l| l.get(crate::resources::citrust::CI_TRUST_LABEL))
-                        .is_some_and(|v| v == "false")
+                        .is_some_and(|v| forbids(v))
                 });
         let trusts: Vec<CITrust> = self
             .cache
@@ -222,19 +234,64 @@ impl Verifier {
             .filter(|t| kube::ResourceExt::namespace(t.as_ref()).as_deref() == Some(ns))
             .map(|t| (**t).clone())
             .collect();
-        trust::decide(&trusts, ns, forbidden, &ci.claims, verb).map_err(ApiError::Forbidden)
+        trust::decide(&trusts, ns, forbidden, &ci.claims, verb).map_err(|refused| {
+            self.cache
+                .refusals
+                .report(ns, &ci.claims, &refused, &trusts);
+            ApiError::Forbidden(refused.detail)
+        })
     }
 }
 
-/// The ttl an open or renew under `granted` gets, checked with the selector against the
-/// trusts' bounds: `Ok(Some(ttl))` when the request named none and a bound caps the server's
-/// `default`; 403 naming the field and the trust when no granting trust admits it. A ttl or
-/// selector that does not parse is left to the ordinary 400/422 checks.
-pub fn bound_request(
+/// The ttl an open under `granted` gets, checked with the selector and `protect.daemonSets`
+/// against the trusts' bounds: `Ok(Some(ttl))` when the request named none and a bound caps
+/// the server's `default`; 403 naming the field and the trust when no granting trust admits it.
+/// A ttl or selector that does not parse is left to the ordinary 400/422 checks.
+pub fn bound_open(
     granted: &[Granted],
     requested: Option<&str>,
     default: Duration,
     selector: Option<&SelectorInput>,
+    daemon_sets: bool,
+) -> Result<Option<String>, ApiError> {
+    let match_labels = match selector.map(super::selector::parse) {
+        None => Default::default(),
+        Some(Ok(sel)) => sel.match_labels,
+        Some(Err(_)) => return Ok(None),
+    };
+    bound(granted, requested, default, match_labels, daemon_sets)
+}
+
+/// [`bound_open`] for a renew of `window`: its own stored selector and `protect.daemonSets`
+/// are what the trusts' bounds must admit, so a renew can neither be refused for a selector it
+/// does not send nor extend a window its trust would not have let open.
+pub fn bound_renew(
+    granted: &[Granted],
+    requested: Option<&str>,
+    default: Duration,
+    window: &TestWindow,
+) -> Result<Option<String>, ApiError> {
+    let match_labels = window
+        .spec
+        .selector
+        .match_labels
+        .clone()
+        .unwrap_or_default();
+    bound(
+        granted,
+        requested,
+        default,
+        match_labels,
+        window.spec.protect.daemon_sets,
+    )
+}
+
+fn bound(
+    granted: &[Granted],
+    requested: Option<&str>,
+    default: Duration,
+    match_labels: std::collections::BTreeMap<String, String>,
+    daemon_sets: bool,
 ) -> Result<Option<String>, ApiError> {
     let (ttl, fill) = match requested {
         Some(text) => match super::ttl::parse(text) {
@@ -246,26 +303,25 @@ pub fn bound_request(
             _ => (default, None),
         },
     };
-    let labels = match selector.map(super::selector::parse) {
-        None => Default::default(),
-        Some(Ok(sel)) => sel.match_labels,
-        Some(Err(_)) => return Ok(None),
+    let asked = Asked {
+        ttl,
+        match_labels,
+        daemon_sets,
     };
-    trust::any_admits(granted, ttl, &labels).map_err(ApiError::Forbidden)?;
+    trust::any_admits(granted, &asked).map_err(ApiError::Forbidden)?;
     Ok(fill)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Bounds;
     use serde_json::json;
 
     fn granted(max: &str) -> Vec<Granted> {
         vec![Granted {
             trust: "shop/main".into(),
-            bounds: Bounds {
-                max_ttl: Some(max.parse().unwrap()),
+            limits: trust::Limits {
+                max_ttl: Some(crate::resources::duration::parse(max).unwrap()),
                 ..Default::default()
             },
         }]
@@ -275,24 +331,49 @@ mod tests {
     fn an_open_without_a_ttl_gets_the_default_capped_by_the_trust() {
         let thirty = Duration::from_secs(1800);
         assert_eq!(
-            bound_request(&granted("10m"), None, thirty, None).unwrap(),
+            bound_open(&granted("10m"), None, thirty, None, false).unwrap(),
             Some("10m".into())
         );
         assert_eq!(
-            bound_request(&granted("1h"), None, thirty, None).unwrap(),
+            bound_open(&granted("1h"), None, thirty, None, false).unwrap(),
             None
         );
     }
 
     #[test]
     fn an_open_asking_more_than_the_bound_is_forbidden_naming_ttl() {
-        let err =
-            bound_request(&granted("10m"), Some("1h"), Duration::from_secs(60), None).unwrap_err();
+        let err = bound_open(
+            &granted("10m"),
+            Some("1h"),
+            Duration::from_secs(60),
+            None,
+            false,
+        )
+        .unwrap_err();
         assert!(
             matches!(&err, ApiError::Forbidden(d) if d.starts_with("ttl: ")),
             "{err}"
         );
-        assert!(bound_request(&granted("10m"), Some("nonsense"), Duration::ZERO, None).is_ok());
+        assert!(
+            bound_open(
+                &granted("10m"),
+                Some("nonsense"),
+                Duration::ZERO,
+                None,
+                false
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn the_forbid_label_counts_in_any_case() {
+        for v in ["false", "False", "FALSE", " false "] {
+            assert!(forbids(v), "{v}");
+        }
+        for v in ["true", "", "no", "0"] {
+            assert!(!forbids(v), "{v}");
+        }
     }
 
     #[test]

@@ -5,6 +5,11 @@
 //! `sub` ([`subject_matches`]) and every claim it names has exactly its value. Several may
 //! match; the request is allowed when any matching trust grants the verb and its bounds admit
 //! the window ([`admits`]).
+//!
+//! A trust is written by whoever may edit its namespace, so matching costs what the subject's
+//! length costs, whatever the pattern ([`glob`] is linear), and a refusal tells the caller only
+//! what its own token lacks ([`Refused`]): each trust's reason goes to the operator's log and
+//! the trust's Events, never to the caller.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,7 +18,8 @@ use kube::ResourceExt;
 
 use super::token::Claims;
 use crate::api::verb::Verb;
-use crate::resources::{Bounds, CITrust, Grant};
+use crate::resources::citrust::MAX_SUBJECT_STARS;
+use crate::resources::{CITrust, Grant};
 
 /// The grant a route needs.
 pub fn grant_for(verb: Verb) -> Grant {
@@ -27,7 +33,8 @@ pub fn grant_for(verb: Verb) -> Grant {
 
 /// Whether a `subject` pattern is acceptable: its first two `:`-separated parts (the kind of
 /// subject and the repository or project path) are literal, so that no pattern can match
-/// another repository, or a fork, by accident. The CRD's validation says the same.
+/// another repository, or a fork, by accident; and it holds at most [`MAX_SUBJECT_STARS`] `*`.
+/// The CRD's validation says the same.
 pub fn check_pattern(pattern: &str) -> Result<(), String> {
     let mut parts = pattern.splitn(3, ':');
     let (kind, repo) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -37,30 +44,92 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
              must be literal"
         ));
     }
+    let stars = pattern.matches('*').count();
+    if stars > MAX_SUBJECT_STARS {
+        return Err(format!(
+            "subject: holds {stars} '*', at most {MAX_SUBJECT_STARS} are allowed"
+        ));
+    }
     Ok(())
 }
 
 /// Whether `sub` matches `pattern`: exact, where each `*` stands for one or more characters
 /// other than `:` and `/` (so `refs/heads/*` matches `refs/heads/main` but not
-/// `refs/heads/a/b`, and `*` never spans two parts of the subject). Hand-written rather than a
-/// regex or glob crate: the one rule is this narrow on purpose, and a general matcher would
-/// accept patterns (`**`, classes) that widen it.
+/// `refs/heads/a/b`, and `*` never spans two parts of the subject). A pattern that
+/// [`check_pattern`] refuses matches nothing.
 pub fn subject_matches(pattern: &str, sub: &str) -> bool {
-    if check_pattern(pattern).is_err() {
+    check_pattern(pattern).is_ok() && glob(pattern, sub)
+}
+
+/// The separators a `*` never crosses.
+fn is_separator(c: char) -> bool {
+    c == ':' || c == '/'
+}
+
+/// [`subject_matches`] without the check of the pattern, in time linear in the lengths of
+/// `pattern` and `sub` whatever the number of `*`: since no `*` crosses a separator, both are
+/// cut at their separators, which must be the same, and each part is matched on its own
+/// ([`part_matches`]).
+///
+/// Hand-written rather than a regex or glob crate: the one rule is this narrow on purpose, and
+/// a general matcher would accept patterns (`**`, classes) that widen it.
+pub fn glob(pattern: &str, sub: &str) -> bool {
+    let seps = |s: &str| s.chars().filter(|c| is_separator(*c)).collect::<Vec<_>>();
+    if seps(pattern) != seps(sub) {
         return false;
     }
-    fn go(p: &[u8], s: &[u8]) -> bool {
-        match p.split_first() {
-            None => s.is_empty(),
-            Some((b'*', rest)) => {
-                // One or more characters other than ':' and '/'.
-                let run = s.iter().take_while(|&&c| c != b':' && c != b'/').count();
-                (1..=run).any(|n| go(rest, &s[n..]))
-            }
-            Some((c, rest)) => s.first() == Some(c) && go(rest, &s[1..]),
+    pattern
+        .split(is_separator)
+        .zip(sub.split(is_separator))
+        .all(|(p, s)| part_matches(p, s))
+}
+
+/// Whether the part `text` (no separator in it) matches the part `pattern`, where each `*`
+/// stands for one or more characters. The literal pieces between the `*` are placed from the
+/// left, each as early as it fits (the earliest place leaves the most room for what follows,
+/// so it is the only one to try), with as many characters before it as `*` precede it; the
+/// last piece must end the text. Each piece is searched once, from where the previous ended:
+/// linear, no backtracking.
+fn part_matches(pattern: &str, text: &str) -> bool {
+    let mut pieces = pattern.split('*');
+    let first = pieces.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let pieces: Vec<&str> = pieces.collect();
+    let Some((last, middle)) = pieces.split_last() else {
+        // No `*`: the whole part is literal.
+        return rest.is_empty();
+    };
+    let Some(before_last) = rest.strip_suffix(last) else {
+        return false;
+    };
+    rest = before_last;
+    // `*` not yet given their characters (consecutive `*` each take one or more).
+    let mut stars = 1;
+    for piece in middle {
+        if piece.is_empty() {
+            stars += 1;
+            continue;
         }
+        let Some(from) = skip_chars(rest, stars) else {
+            return false;
+        };
+        match rest[from..].find(piece) {
+            Some(at) => rest = &rest[from + at + piece.len()..],
+            None => return false,
+        }
+        stars = 1;
     }
-    go(pattern.as_bytes(), sub.as_bytes())
+    rest.chars().count() >= stars
+}
+
+/// The byte offset just after the first `n` characters of `text`, if it has that many.
+fn skip_chars(text: &str, n: usize) -> Option<usize> {
+    match text.char_indices().nth(n) {
+        Some((at, _)) => Some(at),
+        None => (text.chars().count() == n).then_some(text.len()),
+    }
 }
 
 /// Why `trust` does not match `claims`, or `None` when it does.
@@ -69,7 +138,10 @@ pub fn mismatch(trust: &CITrust, claims: &Claims) -> Option<String> {
     if spec.issuer != claims.iss {
         return Some(format!("issuer is {:?}", spec.issuer));
     }
-    if !subject_matches(&spec.subject, &claims.sub) {
+    if let Err(why) = check_pattern(&spec.subject) {
+        return Some(why);
+    }
+    if !glob(&spec.subject, &claims.sub) {
         return Some(format!("sub does not match {:?}", spec.subject));
     }
     for (name, want) in &spec.claims {
@@ -82,77 +154,147 @@ pub fn mismatch(trust: &CITrust, claims: &Claims) -> Option<String> {
     None
 }
 
+/// The bounds of a trust, read: what [`admits`] checks a window against.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest ttl; `None`: the server's own limit only.
+    pub max_ttl: Option<Duration>,
+    /// Labels the window's selector must require.
+    pub match_labels: BTreeMap<String, String>,
+    /// Whether the window may protect DaemonSet pods.
+    pub daemon_sets: bool,
+}
+
+impl Limits {
+    /// The limits `trust` sets; why it grants nothing when its stored bounds cannot be read.
+    pub fn of(trust: &CITrust) -> Result<Limits, String> {
+        let bounds = trust.spec.bounds.clone().unwrap_or_default();
+        Ok(Limits {
+            max_ttl: bounds.max_ttl()?,
+            match_labels: bounds.match_labels,
+            daemon_sets: bounds.daemon_sets,
+        })
+    }
+}
+
 /// A trust that matched and grants the verb asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Granted {
     /// `namespace/name` of the CITrust.
     pub trust: String,
     /// Its bounds.
-    pub bounds: Bounds,
+    pub limits: Limits,
 }
 
-/// The trusts of namespace `ns` that match `claims` and grant `verb`; a 403-worthy reason
-/// when none does. `forbidden`: cluster admins forbade CI trust in the namespace.
+/// Why a request with a verified id-token is refused. The caller is told only [`Self::detail`]:
+/// its own token's `iss` and `sub`, and what it asked; whether the namespace has trusts at all,
+/// their names, patterns and pinned claims stay with the operator ([`Self::trusts`], for the
+/// log and each trust's Events, and [`Self::why`], for the log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// For the caller.
+    pub detail: String,
+    /// For the log: the refusal in one sentence, policy included.
+    pub why: String,
+    /// Each trust of the token's issuer in the namespace that did not grant, by name, and why.
+    pub trusts: Vec<(String, String)>,
+}
+
+/// The trusts of namespace `ns` that match `claims` and grant `verb`; a [`Refused`] when none
+/// does. `forbidden`: cluster admins forbade CI trust in the namespace.
 pub fn decide(
     trusts: &[CITrust],
     ns: &str,
     forbidden: bool,
     claims: &Claims,
     verb: Verb,
-) -> Result<Vec<Granted>, String> {
+) -> Result<Vec<Granted>, Refused> {
+    let grant = grant_for(verb);
     if ns.is_empty() {
-        return Err(
-            "namespace: a CI token may act in one namespace at a time (CITrust is namespaced)"
-                .into(),
-        );
+        let text =
+            "namespace: a CI token may act in one namespace at a time (CITrust is namespaced)";
+        return Err(Refused {
+            detail: text.into(),
+            why: text.into(),
+            trusts: Vec::new(),
+        });
     }
+    let refuse = |why: String, trusts| Refused {
+        detail: format!(
+            "namespace: no CITrust in namespace {ns} lets this token (iss {:?}, sub {:?}) {} \
+             windows; ask the namespace's owners (the reasons are in the Events of its \
+             CITrusts)",
+            claims.iss,
+            short(&claims.sub),
+            grant.as_str()
+        ),
+        why,
+        trusts,
+    };
     if forbidden {
-        return Err(format!(
-            "namespace: CI trust is forbidden in namespace {ns} (label {}=false)",
-            crate::resources::citrust::CI_TRUST_LABEL
+        return Err(refuse(
+            format!(
+                "CI trust is forbidden in namespace {ns} (label {}=false)",
+                crate::resources::citrust::CI_TRUST_LABEL
+            ),
+            Vec::new(),
         ));
     }
-    let grant = grant_for(verb);
     let mut reasons = Vec::new();
     let mut granted = Vec::new();
-    let mut of_issuer = 0;
     for trust in trusts
         .iter()
-        .filter(|t| t.namespace().as_deref() == Some(ns))
+        .filter(|t| t.namespace().as_deref() == Some(ns) && t.spec.issuer == claims.iss)
     {
-        if trust.spec.issuer != claims.iss {
-            continue;
-        }
-        of_issuer += 1;
         let name = trust.name_any();
-        match mismatch(trust, claims) {
-            Some(why) => reasons.push(format!("{name}: {why}")),
-            None if trust.spec.grants.contains(&grant) => granted.push(Granted {
-                trust: format!("{ns}/{name}"),
-                bounds: trust.spec.bounds.clone().unwrap_or_default(),
-            }),
-            None => reasons.push(format!(
-                "{name}: grants {}, not {}",
+        let why = match mismatch(trust, claims) {
+            Some(why) => why,
+            None if !trust.spec.grants.contains(&grant) => format!(
+                "grants {}, not {}",
                 grants_text(&trust.spec.grants),
                 grant.as_str()
-            )),
-        }
+            ),
+            None => match Limits::of(trust) {
+                Ok(limits) => {
+                    granted.push(Granted {
+                        trust: format!("{ns}/{name}"),
+                        limits,
+                    });
+                    continue;
+                }
+                Err(why) => format!("{why}; this CITrust grants nothing until it is fixed"),
+            },
+        };
+        reasons.push((name, why));
     }
     if !granted.is_empty() {
         return Ok(granted);
     }
-    if of_issuer == 0 {
-        return Err(format!(
-            "namespace: no CITrust in namespace {ns} trusts issuer {:?}",
+    let why = if reasons.is_empty() {
+        format!(
+            "no CITrust in namespace {ns} trusts issuer {:?}",
             claims.iss
-        ));
+        )
+    } else {
+        let each: Vec<String> = reasons.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+        format!(
+            "no CITrust in namespace {ns} lets sub {:?} {} windows ({})",
+            short(&claims.sub),
+            grant.as_str(),
+            each.join("; ")
+        )
+    };
+    Err(refuse(why, reasons))
+}
+
+/// `text` cut to 200 characters, for messages that quote a token's claims.
+pub fn short(text: &str) -> String {
+    if text.chars().count() <= 200 {
+        return text.to_string();
     }
-    Err(format!(
-        "namespace: no CITrust in namespace {ns} lets sub {:?} {} windows ({})",
-        claims.sub,
-        grant.as_str(),
-        reasons.join("; ")
-    ))
+    let mut cut: String = text.chars().take(200).collect();
+    cut.push('…');
+    cut
 }
 
 fn grants_text(grants: &[Grant]) -> String {
@@ -163,43 +305,51 @@ fn grants_text(grants: &[Grant]) -> String {
         .join(", ")
 }
 
-/// Whether a window of `ttl` selecting with `match_labels` is within `bounds`; the reason
-/// (naming the field) when not.
-pub fn admits(
-    bounds: &Bounds,
-    ttl: Duration,
-    match_labels: &BTreeMap<String, String>,
-) -> Result<(), String> {
-    if let Some(max) = &bounds.max_ttl {
-        let max: Duration = (*max).into();
-        if ttl > max {
-            return Err(format!(
-                "ttl: {} is above the {} this CI trust allows",
-                crate::api::ttl::format(ttl),
-                crate::api::ttl::format(max)
-            ));
-        }
+/// What the bounds look at in a window, asked for (an open) or stored (a renew).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// Its ttl.
+    pub ttl: Duration,
+    /// Its selector's `matchLabels`.
+    pub match_labels: BTreeMap<String, String>,
+    /// Whether it protects DaemonSet pods.
+    pub daemon_sets: bool,
+}
+
+/// Whether a window `asked` is within `limits`; the reason (naming the field) when not.
+pub fn admits(limits: &Limits, asked: &Asked) -> Result<(), String> {
+    if let Some(max) = limits.max_ttl
+        && asked.ttl > max
+    {
+        return Err(format!(
+            "ttl: {} is above the {} this CI trust allows",
+            crate::api::ttl::format(asked.ttl),
+            crate::api::ttl::format(max)
+        ));
     }
-    for (key, value) in &bounds.match_labels {
-        if match_labels.get(key) != Some(value) {
+    for (key, value) in &limits.match_labels {
+        if asked.match_labels.get(key) != Some(value) {
             return Err(format!(
                 "selector: must require {key}={value} (in matchLabels) under this CI trust"
             ));
         }
+    }
+    if asked.daemon_sets && !limits.daemon_sets {
+        return Err(
+            "protect.daemonSets: this CI trust does not let windows protect DaemonSet pods \
+             (bounds.daemonSets)"
+                .into(),
+        );
     }
     Ok(())
 }
 
 /// Whether any of `granted` admits the window; the first refusal, naming its trust, when
 /// none does.
-pub fn any_admits(
-    granted: &[Granted],
-    ttl: Duration,
-    match_labels: &BTreeMap<String, String>,
-) -> Result<(), String> {
+pub fn any_admits(granted: &[Granted], asked: &Asked) -> Result<(), String> {
     let mut first = None;
     for g in granted {
-        match admits(&g.bounds, ttl, match_labels) {
+        match admits(&g.limits, asked) {
             Ok(()) => return Ok(()),
             Err(why) => {
                 first.get_or_insert_with(|| format!("{why} (CITrust {})", g.trust));
@@ -217,9 +367,9 @@ pub fn any_admits(
 pub fn ttl_cap(granted: &[Granted]) -> Option<Duration> {
     let mut cap = Some(Duration::ZERO);
     for g in granted {
-        match (&g.bounds.max_ttl, cap) {
+        match (g.limits.max_ttl, cap) {
             (None, _) => return None,
-            (Some(max), Some(c)) => cap = Some(c.max((*max).into())),
+            (Some(max), Some(c)) => cap = Some(c.max(max)),
             (Some(_), None) => {}
         }
     }
@@ -316,8 +466,9 @@ mod tests {
         assert_eq!(granted[0].trust, "shop/main");
         let err = decide(&trusts, "other", false, &c, Verb::Create).unwrap_err();
         assert!(
-            err.contains("no CITrust in namespace other trusts issuer"),
-            "{err}"
+            err.why
+                .contains("no CITrust in namespace other trusts issuer"),
+            "{err:?}"
         );
     }
 
@@ -331,7 +482,7 @@ mod tests {
         )];
         let c = claims("repo:acme/shop:ref:refs/heads/main", json!({}));
         let err = decide(&trusts, "shop", true, &c, Verb::Get).unwrap_err();
-        assert!(err.contains("ci-trust=false"), "{err}");
+        assert!(err.why.contains("ci-trust=false"), "{err:?}");
     }
 
     #[test]
@@ -345,7 +496,8 @@ mod tests {
         let c = claims("repo:acme/shop:ref:refs/heads/main", json!({}));
         decide(&trusts, "shop", false, &c, Verb::List).unwrap();
         let err = decide(&trusts, "shop", false, &c, Verb::Create).unwrap_err();
-        assert!(err.contains("ro: grants read, not open"), "{err}");
+        assert!(err.why.contains("ro: grants read, not open"), "{err:?}");
+        assert_eq!(err.trusts, [("ro".into(), "grants read, not open".into())]);
     }
 
     #[test]
@@ -368,12 +520,16 @@ mod tests {
         );
         let err = decide(&trusts, "shop", false, &prt, Verb::Create).unwrap_err();
         assert!(
-            err.contains("claim event_name is \"pull_request_target\""),
-            "{err}"
+            err.why
+                .contains("claim event_name is \"pull_request_target\""),
+            "{err:?}"
         );
         let missing = claims(sub, json!({"event_name": "push"}));
         let err = decide(&trusts, "shop", false, &missing, Verb::Create).unwrap_err();
-        assert!(err.contains("repository_owner_id is missing"), "{err}");
+        assert!(
+            err.why.contains("repository_owner_id is missing"),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -393,8 +549,8 @@ mod tests {
         assert_eq!(granted.len(), 1);
         let c = claims("repo:acme/shop:ref:refs/heads/dev", json!({}));
         let err = decide(&trusts, "shop", false, &c, Verb::Delete).unwrap_err();
-        assert!(err.contains("ro: grants read, not close"), "{err}");
-        assert!(err.contains("main: sub does not match"), "{err}");
+        assert!(err.why.contains("ro: grants read, not close"), "{err:?}");
+        assert!(err.why.contains("main: sub does not match"), "{err:?}");
     }
 
     #[test]
@@ -412,21 +568,30 @@ mod tests {
     fn bounded(trust: &str, max: Option<&str>, labels: &[(&str, &str)]) -> Granted {
         Granted {
             trust: trust.into(),
-            bounds: Bounds {
-                max_ttl: max.map(|m| m.parse().unwrap()),
+            limits: Limits {
+                max_ttl: max.map(|m| crate::resources::duration::parse(m).unwrap()),
                 match_labels: labels
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
+                daemon_sets: false,
             },
+        }
+    }
+
+    fn asked(secs: u64, labels: &BTreeMap<String, String>) -> Asked {
+        Asked {
+            ttl: Duration::from_secs(secs),
+            match_labels: labels.clone(),
+            daemon_sets: false,
         }
     }
 
     #[test]
     fn a_ttl_above_the_bound_is_refused_naming_the_trust() {
         let g = [bounded("shop/main", Some("1h"), &[])];
-        any_admits(&g, Duration::from_secs(3600), &BTreeMap::new()).unwrap();
-        let err = any_admits(&g, Duration::from_secs(3601), &BTreeMap::new()).unwrap_err();
+        any_admits(&g, &asked(3600, &BTreeMap::new())).unwrap();
+        let err = any_admits(&g, &asked(3601, &BTreeMap::new())).unwrap_err();
         assert!(
             err.starts_with("ttl: ") && err.contains("shop/main"),
             "{err}"
@@ -440,8 +605,8 @@ mod tests {
             ("tier".to_string(), "backend".to_string()),
             ("app".to_string(), "api".to_string()),
         ]);
-        any_admits(&g, Duration::from_secs(60), &ok).unwrap();
-        let err = any_admits(&g, Duration::from_secs(60), &BTreeMap::new()).unwrap_err();
+        any_admits(&g, &asked(60, &ok)).unwrap();
+        let err = any_admits(&g, &asked(60, &BTreeMap::new())).unwrap_err();
         assert!(
             err.starts_with("selector: must require tier=backend"),
             "{err}"
@@ -454,12 +619,150 @@ mod tests {
             bounded("shop/short", Some("10m"), &[]),
             bounded("shop/long", Some("2h"), &[]),
         ];
-        any_admits(&g, Duration::from_secs(3600), &BTreeMap::new()).unwrap();
+        any_admits(&g, &asked(3600, &BTreeMap::new())).unwrap();
         assert_eq!(ttl_cap(&g), Some(Duration::from_secs(7200)));
         let g = [
             bounded("shop/short", Some("10m"), &[]),
             bounded("shop/free", None, &[]),
         ];
         assert_eq!(ttl_cap(&g), None);
+    }
+
+    #[test]
+    fn twenty_four_stars_against_a_long_subject_are_answered_at_once() {
+        // Each `*` once tried every split: this pair never returned.
+        let branch = "a".repeat(100);
+        let sub = format!("repo:mallory/x:ref:refs/heads/{branch}");
+        assert!(sub.len() >= 120);
+        let pattern = format!("repo:mallory/x:ref:refs/heads/{}z", "*".repeat(24));
+        let start = std::time::Instant::now();
+        assert!(!glob(&pattern, &sub));
+        let interleaved = format!("repo:mallory/x:ref:refs/heads/{}z", "*a".repeat(24));
+        assert!(!glob(&interleaved, &sub));
+        let took = start.elapsed();
+        assert!(took < std::time::Duration::from_millis(10), "{took:?}");
+        // The CRD and the operator refuse so many stars anyway.
+        assert!(check_pattern(&pattern).is_err());
+        assert!(!subject_matches(
+            &pattern,
+            &format!("repo:mallory/x:ref:refs/heads/{branch}z")
+        ));
+    }
+
+    #[test]
+    fn each_star_takes_one_or_more_characters_and_pieces_are_placed_from_the_left() {
+        let cases = [
+            ("a*a", "aa", false),
+            ("a*a", "aba", true),
+            ("a**a", "aba", false),
+            ("a**a", "abba", true),
+            ("*", "", false),
+            ("*", "x", true),
+            ("*b*", "abc", true),
+            ("*b*", "bc", false),
+            ("*ab*ab", "xabyab", true),
+            ("*ab*ab", "xabab", false),
+            ("*ab*ab", "xababyab", true),
+            ("ab*ba", "aba", false),
+            ("ab*ba", "abxba", true),
+            ("é*é", "ééé", true),
+            ("é*é", "éé", false),
+            ("v*-*-*", "v1-2-3", true),
+            ("v*-*-*", "v1-2-", false),
+        ];
+        for (pattern, text, want) in cases {
+            assert_eq!(part_matches(pattern, text), want, "{pattern:?} ~ {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_star_is_linear_in_the_subject_whatever_the_pattern() {
+        // A thousand-character part against eight interleaved stars: one pass each.
+        let text = "ab".repeat(500);
+        let pattern = format!("{}c", "*ab".repeat(8));
+        let start = std::time::Instant::now();
+        for _ in 0..100 {
+            assert!(!part_matches(&pattern, &text));
+        }
+        assert!(start.elapsed() < std::time::Duration::from_millis(200));
+    }
+
+    #[test]
+    fn a_trust_whose_stored_max_ttl_is_not_a_duration_grants_nothing_alone() {
+        let sub = "repo:acme/shop:ref:refs/heads/main";
+        let mut bad = trust("bad", "shop", sub, ALL);
+        for text in ["99999999999999999999999h", "soon", "-1h"] {
+            bad.spec.bounds = Some(crate::resources::Bounds {
+                max_ttl: Some(text.into()),
+                ..Default::default()
+            });
+            let c = claims(sub, json!({}));
+            let err =
+                decide(std::slice::from_ref(&bad), "shop", false, &c, Verb::Create).unwrap_err();
+            assert_eq!(err.trusts.len(), 1, "{text}");
+            assert!(err.trusts[0].1.starts_with("bounds.maxTtl: "), "{err:?}");
+            // Another trust of the namespace still grants.
+            let good = trust("good", "shop", sub, ALL);
+            let granted = decide(&[bad.clone(), good], "shop", false, &c, Verb::Create).unwrap();
+            assert_eq!(granted.len(), 1);
+            assert_eq!(granted[0].trust, "shop/good");
+        }
+    }
+
+    #[test]
+    fn the_caller_is_told_its_own_token_never_the_namespace_policy() {
+        let mut t = trust(
+            "shop-main",
+            "shop",
+            "repo:acme/shop:ref:refs/heads/main",
+            ALL,
+        );
+        t.spec.claims = BTreeMap::from([("repository_owner_id".into(), "1234".into())]);
+        let c = claims("repo:acme/shop:ref:refs/heads/dev", json!({}));
+        let no_trust = decide(&[], "shop", false, &c, Verb::Create).unwrap_err();
+        let mismatch =
+            decide(std::slice::from_ref(&t), "shop", false, &c, Verb::Create).unwrap_err();
+        let forbidden =
+            decide(std::slice::from_ref(&t), "shop", true, &c, Verb::Create).unwrap_err();
+        // The same answer whether the namespace has trusts, has none, or forbids them.
+        assert_eq!(no_trust.detail, mismatch.detail);
+        assert_eq!(no_trust.detail, forbidden.detail);
+        for secret in [
+            "shop-main",
+            "refs/heads/main",
+            "1234",
+            "repository_owner_id",
+            "ci-trust",
+        ] {
+            assert!(
+                !mismatch.detail.contains(secret),
+                "{secret}: {}",
+                mismatch.detail
+            );
+        }
+        assert!(
+            mismatch
+                .detail
+                .contains("repo:acme/shop:ref:refs/heads/dev")
+        );
+        assert!(mismatch.detail.starts_with("namespace: "));
+        // The operator keeps the reasons.
+        assert!(
+            mismatch.trusts[0].1.contains("sub does not match"),
+            "{mismatch:?}"
+        );
+        assert!(forbidden.why.contains("ci-trust=false"));
+    }
+
+    #[test]
+    fn daemon_set_pods_need_the_trust_to_allow_them() {
+        let mut g = bounded("shop/main", None, &[]);
+        let mut ask = asked(60, &BTreeMap::new());
+        any_admits(std::slice::from_ref(&g), &ask).unwrap();
+        ask.daemon_sets = true;
+        let err = any_admits(std::slice::from_ref(&g), &ask).unwrap_err();
+        assert!(err.starts_with("protect.daemonSets: "), "{err}");
+        g.limits.daemon_sets = true;
+        any_admits(std::slice::from_ref(&g), &ask).unwrap();
     }
 }

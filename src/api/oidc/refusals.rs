@@ -1,0 +1,116 @@
+//! Where a refused CI token's reasons go: the operator's log, one line per refusal, and a
+//! `Warning` Event `TokenRefused` on each CITrust of the token's issuer that did not grant it,
+//! so the namespace's owners see why their pipeline was refused (`kubectl describe cit`). The
+//! caller is told only what its own token lacks ([`super::trust::Refused::detail`]).
+//!
+//! Anyone the issuer mints tokens for (anyone on GitHub, for GitHub's issuer) is one request
+//! away from a refusal, so Events are bounded: at most one per trust per [`EVENT_EVERY`]
+//! (one keyed limiter, whose keys are the trusts, written by the namespace's owners, never a
+//! token's claims); the note quotes at most 200 characters of the token's `sub`.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+use kube::runtime::events::EventType;
+use tracing::info;
+
+use super::token::Claims;
+use super::trust::{Refused, short};
+use crate::resources::CITrust;
+use crate::runtime::events::{Events, Note};
+
+/// At most one `TokenRefused` Event per trust this often.
+pub const EVENT_EVERY: Duration = Duration::from_secs(60);
+
+/// Reports refusals; cheap to share behind an `Arc`.
+pub struct Refusals {
+    events: Option<Events>,
+    per_trust: DefaultKeyedRateLimiter<String>,
+}
+
+impl Refusals {
+    /// Reports to the log and, when `events` is given, as Events on the trusts.
+    pub fn new(events: Option<Events>) -> Self {
+        let quota = Quota::with_period(EVENT_EVERY)
+            .expect("a non-zero period")
+            .allow_burst(NonZeroU32::MIN);
+        Self {
+            events,
+            per_trust: RateLimiter::keyed(quota),
+        }
+    }
+
+    /// Reports `refused`, a refusal of the token `claims` in namespace `ns`; `trusts` are the
+    /// namespace's CITrusts (the ones it names get an Event).
+    pub fn report(&self, ns: &str, claims: &Claims, refused: &Refused, trusts: &[CITrust]) {
+        info!(
+            namespace = %ns,
+            issuer = %claims.iss,
+            sub = %short(&claims.sub),
+            why = %refused.why,
+            "CI token refused"
+        );
+        let Some(events) = &self.events else {
+            return;
+        };
+        for (name, why) in &refused.trusts {
+            let Some(trust) = trusts
+                .iter()
+                .find(|t| t.meta().name.as_deref() == Some(name))
+            else {
+                continue;
+            };
+            if self.per_trust.check_key(&format!("{ns}/{name}")).is_err() {
+                continue;
+            }
+            events.publish(
+                &regarding(trust),
+                Note {
+                    type_: EventType::Warning,
+                    reason: "TokenRefused",
+                    action: "Authorize",
+                    note: format!(
+                        "a CI token with sub {:?} was refused: {why} (at most one such Event \
+                         per {}s)",
+                        short(&claims.sub),
+                        EVENT_EVERY.as_secs()
+                    ),
+                    secondary: None,
+                },
+            );
+        }
+        // Forget trusts not refused lately (their number is the namespace owners').
+        self.per_trust.retain_recent();
+    }
+}
+
+/// The Event's subject: the CITrust.
+fn regarding(trust: &CITrust) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(CITrust::api_version(&()).into_owned()),
+        kind: Some(CITrust::kind(&()).into_owned()),
+        name: trust.meta().name.clone(),
+        namespace: trust.meta().namespace.clone(),
+        uid: trust.meta().uid.clone(),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_event_per_trust_per_interval_whatever_the_flood() {
+        let r = Refusals::new(None);
+        assert!(r.per_trust.check_key(&"shop/main".to_string()).is_ok());
+        for _ in 0..1000 {
+            assert!(r.per_trust.check_key(&"shop/main".to_string()).is_err());
+        }
+        // Another trust has its own allowance.
+        assert!(r.per_trust.check_key(&"shop/other".to_string()).is_ok());
+    }
+}
