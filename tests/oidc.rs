@@ -5,6 +5,9 @@
 //! - a token that a `CITrust` grants opens, renews and closes a window, which records who
 //!   opened it;
 //! - every refusal is a 401/403 problem+json naming its reason, and writes nothing;
+//! - a token whose signature does not verify is a 401 even where a trust grants its claims:
+//!   one signed by another key under a published `kid`, and a genuine one whose payload was
+//!   changed after signing;
 //! - the issuer rotates its signing key while windows are used, and nothing fails; once it is
 //!   gone, cached keys keep working and an unknown key is a 401 naming why;
 //! - a token of an issuer the operator does not trust goes to TokenReview: the cluster's own
@@ -486,6 +489,100 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
         until_trusted(&op, &ns, &good).await;
         let (status, body, _) = call("POST", &url, &good, open.clone()).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
+    })
+    .await;
+}
+
+/// An RSA key the issuer never published (PEM), made with openssl: an attacker's own key.
+fn attacker_key() -> jsonwebtoken::EncodingKey {
+    let out = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+        ])
+        .output()
+        .expect("openssl genpkey");
+    assert!(out.status.success(), "openssl genpkey failed");
+    jsonwebtoken::EncodingKey::from_rsa_pem(&out.stdout).expect("an RSA key")
+}
+
+/// `token` with its payload replaced by `claims`, header and signature kept as signed.
+fn repayloaded(token: &str, claims: &Value) -> String {
+    let mut parts = token.split('.');
+    let (header, _, signature) = (parts.next().unwrap(), parts.next(), parts.next().unwrap());
+    format!(
+        "{header}.{}.{signature}",
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    )
+}
+
+/// Opens a window in `ns` with `forged` and expects the signature's 401: the trust of
+/// `pipeline` grants the forged claims, so only the signature check stands between the token
+/// and a window.
+async fn assert_forgery_refused(client: &Client, ns: &str, forged: &str, case: &str) {
+    let issuer = Issuer::shared();
+    let op = operator_trusting(ns, issuer).await;
+    let url = format!("{}/v1/namespaces/{ns}/windows", op.api);
+    let sub = Issuer::subject(ns, "pipeline");
+    trust(client, ns, "pipeline", spec(issuer, &sub, ALL)).await;
+    let genuine = issuer.token(ns, "pipeline", AUDIENCE, TEN_MINUTES);
+    until_trusted(&op, ns, &genuine).await;
+    let got = call("POST", &url, forged, Some(json!({"ttl": "5m"}))).await;
+    assert_problem(
+        &got,
+        401,
+        "token: signature: does not verify with the issuer's key",
+        case,
+    );
+    assert!(
+        windows_in(client, ns).await.is_empty(),
+        "{case}: nothing written"
+    );
+}
+
+#[tokio::test]
+async fn a_token_signed_by_another_key_under_a_published_kid_is_refused() {
+    with_namespace(|client, ns| async move {
+        let issuer = Issuer::shared();
+        let t = now();
+        let claims = claims_for(issuer, &Issuer::subject(&ns, "pipeline"), t - 10, t + 300);
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+        header.kid = Some(issuer.kid());
+        let forged = jsonwebtoken::encode(&header, &claims, &attacker_key()).unwrap();
+        let published: Vec<Value> = issuer.get_anonymously("/openid/v1/jwks")["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].clone())
+            .collect();
+        assert!(
+            published.contains(&json!(issuer.kid())),
+            "the forged token names a published kid: {published:?}"
+        );
+        assert_forgery_refused(&client, &ns, &forged, "another key, a published kid").await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_token_whose_payload_changed_after_signing_is_refused() {
+    with_namespace(|client, ns| async move {
+        let issuer = Issuer::shared();
+        // A genuine token of a ServiceAccount no trust names, its `sub` then rewritten to the
+        // one the trust grants: header, kid and signature are the issuer's own.
+        let genuine = issuer.token(&ns, "stranger", AUDIENCE, TEN_MINUTES);
+        let (_, mut claims) = Issuer::decode(&genuine);
+        claims["sub"] = json!(Issuer::subject(&ns, "pipeline"));
+        let forged = repayloaded(&genuine, &claims);
+        assert_eq!(
+            forged.split('.').next_back(),
+            genuine.split('.').next_back(),
+            "the signature is the issuer's"
+        );
+        assert_forgery_refused(&client, &ns, &forged, "a payload changed after signing").await;
     })
     .await;
 }
