@@ -757,7 +757,7 @@ fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
     let none = args(&objects);
     assert!(!none.to_string().contains("--oidc-"), "{none}");
     let objects = rendered(
-        "api: {oidc: {issuers: [https://token.actions.githubusercontent.com, https://gitlab.com], caBundle: \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"}}\n",
+        "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://token.actions.githubusercontent.com, https://gitlab.com], caBundle: \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"}}\n",
         &[],
     );
     let with = args(&objects);
@@ -798,6 +798,69 @@ fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
     assert!(
         !out.status.success(),
         "an http:// issuer is refused by the schema"
+    );
+}
+
+/// The operator's flags for `values`.
+fn operator_args(values: &str) -> Vec<String> {
+    let objects = rendered(values, &[]);
+    let args =
+        &find(&objects, "Deployment", None)["spec"]["template"]["spec"]["containers"][0]["args"];
+    serde_json::from_value(args.clone()).unwrap()
+}
+
+#[test]
+fn each_install_gets_a_token_audience_of_its_own() {
+    let flag = |values: &str, name: &str| {
+        operator_args(values)
+            .into_iter()
+            .filter(|a| a.starts_with(name))
+            .collect::<Vec<_>>()
+    };
+    const ISSUER: &str = "api: {oidc: {issuers: [https://token.actions.githubusercontent.com]}}\n";
+    assert_eq!(
+        flag(
+            &format!("clusterName: ci-eu-1\n{ISSUER}"),
+            "--token-audience="
+        ),
+        ["--token-audience=disruption-guard:ci-eu-1"]
+    );
+    assert_eq!(
+        flag(
+            "clusterName: ci-eu-1\napi: {tokenAudience: guard.example.com, oidc: {issuers: [https://gitlab.com]}}\n",
+            "--token-audience="
+        ),
+        ["--token-audience=guard.example.com"],
+        "an explicit audience wins"
+    );
+    assert_eq!(
+        flag(
+            &format!("clusterName: ci-eu-1\n{ISSUER}"),
+            "--oidc-max-token-lifetime="
+        ),
+        ["--oidc-max-token-lifetime=1h"]
+    );
+    // Without OIDC issuers only this cluster's own ServiceAccount tokens are reviewed: the
+    // shared default stays, so an install without a clusterName keeps working.
+    assert_eq!(
+        flag("{}\n", "--token-audience="),
+        ["--token-audience=disruption-guard"]
+    );
+    // Trusting an issuer with the audience every install shares is refused, naming the fix.
+    let out = template(ISSUER, &[]);
+    assert!(
+        !out.status.success(),
+        "issuers without an audience of the install's own"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("set clusterName") && stderr.contains("api.tokenAudience"),
+        "{stderr}"
+    );
+    let out = template("clusterName: \"ci eu\"\n", &[]);
+    assert!(
+        !out.status.success(),
+        "a cluster name with a space is refused by the schema"
     );
 }
 

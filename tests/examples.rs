@@ -611,6 +611,11 @@ fn run_gitlab_job(
         ("CI_JOB_ID".into(), job_id.into()),
         ("CI_COMMIT_SHORT_SHA".into(), "1a2b3c4d".into()),
         ("DISRUPTION_GUARD_SERVER".into(), server.into()),
+        // The guard's audience, a CI/CD variable of the project as the example says.
+        (
+            "DISRUPTION_GUARD_OIDC_AUDIENCE".into(),
+            support::authn::AUDIENCE.into(),
+        ),
         ("E2E_FAIL".into(), if fail_tests { "1" } else { "0" }.into()),
     ]));
     // GitLab mints each `id_tokens:` entry for its `aud` into the variable it names: here the
@@ -618,7 +623,12 @@ fn run_gitlab_job(
     let issuer = support::authn::trust_shared_issuer();
     for (var, spec) in job["id_tokens"].as_object().expect("the job's id_tokens") {
         let aud = spec["aud"].as_str().expect("id_tokens aud");
-        let token = issuer.token(ns, GITLAB_JOB_IDENTITY, aud, Duration::from_secs(600));
+        assert_eq!(
+            aud, "$DISRUPTION_GUARD_OIDC_AUDIENCE",
+            "the example asks for the install's own audience, not the shared default"
+        );
+        let aud = gitlab_expand(aud, &env);
+        let token = issuer.token(ns, GITLAB_JOB_IDENTITY, &aud, Duration::from_secs(600));
         env.insert(var.clone(), token);
     }
     for (k, v) in job["variables"].as_object().unwrap() {

@@ -326,6 +326,9 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
         let t = now();
         let expired = signed_by_issuer(issuer, &claims_for(issuer, &sub, t - 7200, t - 3600));
         let not_yet = signed_by_issuer(issuer, &claims_for(issuer, &sub, t + 3600, t + 7200));
+        let mut no_iat = claims_for(issuer, &sub, t - 10, t + 600);
+        no_iat.as_object_mut().unwrap().remove("iat");
+        let no_iat = signed_by_issuer(issuer, &no_iat);
         let (header, _) = Issuer::decode(&good);
         let alg_none = reheaded(&good, &json!({"alg": "none", "kid": header["kid"]}), "");
         let hmac = {
@@ -365,6 +368,13 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
                 "token: aud",
             ),
             case("expired", expired, 401, "token: exp: expired"),
+            case("no iat", no_iat, 401, "token: iat: missing"),
+            case(
+                "minted to live longer than --oidc-max-token-lifetime (1h)",
+                issuer.token(&ns, "pipeline", AUDIENCE, Duration::from_secs(7200)),
+                401,
+                "token: exp: the token lives 7200s from iat to exp, longer than the 3600s",
+            ),
             case("not yet valid", not_yet, 401, "token: nbf"),
             case(
                 "unknown issuer",
@@ -783,7 +793,13 @@ async fn the_cost_of_verifying_a_ci_token_on_an_open() {
                 let header = token::header(&ci).unwrap();
                 let all = keys.verify(&ci, &header).await.unwrap();
                 let claims = token::Claims::from_json(all).unwrap();
-                token::check(&claims, &issuer.url(), AUDIENCE, now()).unwrap();
+                let url = issuer.url();
+                let expected = token::Expected {
+                    issuer: &url,
+                    audience: AUDIENCE,
+                    max_lifetime_secs: 3600,
+                };
+                token::check(&claims, &expected, now()).unwrap();
                 cpu.push(cpu_us() - cpu_started);
                 wall.push(started.elapsed().as_secs_f64() * 1e6);
             }

@@ -43,6 +43,9 @@ use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 
+/// `--token-audience` when none is given: the same for every install.
+pub const DEFAULT_TOKEN_AUDIENCE: &str = "disruption-guard";
+
 /// Flags of the HTTP API.
 #[derive(Debug, Clone, Args)]
 pub struct ApiArgs {
@@ -54,11 +57,13 @@ pub struct ApiArgs {
     )]
     pub api_addr: std::net::SocketAddr,
 
-    /// Audience ServiceAccount tokens must carry to be accepted by the API.
+    /// Audience ServiceAccount tokens and CI id-tokens must carry to be accepted by the API.
+    /// Give each install its own (e.g. `disruption-guard:<cluster>`): a token minted for one
+    /// install's audience is then worthless at every other.
     #[arg(
         long,
         env = "DISRUPTION_GUARD_TOKEN_AUDIENCE",
-        default_value = "disruption-guard"
+        default_value = DEFAULT_TOKEN_AUDIENCE
     )]
     pub token_audience: String,
 
@@ -86,6 +91,12 @@ pub struct ApiArgs {
     /// issuers' discovery documents and keys.
     #[arg(long, env = "DISRUPTION_GUARD_OIDC_CA_FILE")]
     pub oidc_ca_file: Option<std::path::PathBuf>,
+
+    /// Longest lifetime (`exp − iat`) of an accepted CI id-token; a token minted to live
+    /// longer is refused (401), whatever its remaining time. The default covers GitHub Actions
+    /// (minutes) and GitLab, whose id-tokens live as long as the job's timeout (1h by default).
+    #[arg(long, env = "DISRUPTION_GUARD_OIDC_MAX_TOKEN_LIFETIME", default_value = "1h", value_parser = parse_ttl_flag)]
+    pub oidc_max_token_lifetime: std::time::Duration,
 
     /// Time to live of a window whose open names none.
     #[arg(long, env = "DISRUPTION_GUARD_DEFAULT_TTL", default_value = "30m", value_parser = parse_ttl_flag)]
@@ -256,6 +267,7 @@ pub async fn serve(
         let verifier = Arc::new(oidc::Verifier::new(
             &args.oidc_issuers,
             args.token_audience.clone(),
+            args.oidc_max_token_lifetime,
             http,
             oidc::TrustCache {
                 trusts,
@@ -267,7 +279,15 @@ pub async fn serve(
         ));
         verifier.start_refresh(state.shutdown.clone());
         auth.set_oidc(verifier);
-        info!(issuers = ?args.oidc_issuers, "CI id-tokens of these issuers are verified by the API");
+        if args.token_audience == DEFAULT_TOKEN_AUDIENCE {
+            warn!(
+                audience = DEFAULT_TOKEN_AUDIENCE,
+                "--token-audience is the default, the same for every install: an id-token minted \
+                 for another install's guard is accepted here too; give this install an audience \
+                 of its own (the chart: clusterName)"
+            );
+        }
+        info!(issuers = ?args.oidc_issuers, audience = %args.token_audience, max_token_lifetime = ?args.oidc_max_token_lifetime, "CI id-tokens of these issuers are verified by the API");
         Some(tasks)
     };
     let source = match (&args.static_tokens_secret, &args.static_tokens_file) {

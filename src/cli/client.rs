@@ -59,7 +59,7 @@ pub struct Connection {
     #[arg(long, env = "DISRUPTION_GUARD_OIDC", value_enum, global = true)]
     pub oidc: Option<OidcProvider>,
     /// Audience of the id-token requested from the GitHub Actions runner: the guard's
-    /// `--token-audience`.
+    /// `--token-audience`, its own per install (the chart's `disruption-guard:<clusterName>`).
     #[arg(
         long,
         env = "DISRUPTION_GUARD_OIDC_AUDIENCE",

@@ -75,3 +75,21 @@ nginx.ingress.kubernetes.io/proxy-send-timeout: {{ . | quote }}
 haproxy.org/timeout-server: {{ printf "%ds" . | quote }}
 {{- end }}
 {{- end -}}
+
+{{- /*
+The audience every token must carry (--token-audience): api.tokenAudience when set, else
+disruption-guard:<clusterName>. With neither, `disruption-guard`, the same for every install:
+refused when the API trusts OIDC issuers, since a CI id-token minted for one install's guard
+would then open windows on every cluster that trusts the same subject.
+*/ -}}
+{{- define "disruption-guard.tokenAudience" -}}
+{{- if .Values.api.tokenAudience -}}
+{{- .Values.api.tokenAudience -}}
+{{- else if .Values.clusterName -}}
+{{- printf "disruption-guard:%s" .Values.clusterName -}}
+{{- else if .Values.api.oidc.issuers -}}
+{{- fail "api.oidc.issuers needs a token audience of this install's own: set clusterName (the audience becomes disruption-guard:<clusterName>) or api.tokenAudience" -}}
+{{- else -}}
+disruption-guard
+{{- end -}}
+{{- end -}}

@@ -99,6 +99,7 @@ impl CiToken {
 pub struct Verifier {
     issuers: HashMap<String, Arc<IssuerKeys>>,
     audience: String,
+    max_token_lifetime: Duration,
     cache: TrustCache,
 }
 
@@ -132,10 +133,12 @@ pub fn http_client(ca_file: Option<&PathBuf>) -> anyhow::Result<reqwest::Client>
 }
 
 impl Verifier {
-    /// A verifier of `issuers` for `audience`, reading trusts from `cache`.
+    /// A verifier of `issuers` for `audience` (tokens living at most `max_token_lifetime`
+    /// from `iat` to `exp`), reading trusts from `cache`.
     pub fn new(
         issuers: &[String],
         audience: String,
+        max_token_lifetime: Duration,
         http: reqwest::Client,
         cache: TrustCache,
     ) -> Self {
@@ -151,6 +154,7 @@ impl Verifier {
         Self {
             issuers,
             audience,
+            max_token_lifetime,
             cache,
         }
     }
@@ -190,7 +194,12 @@ impl Verifier {
         let header = token::header(token)?;
         let all = keys.verify(token, &header).await?;
         let claims = Claims::from_json(all)?;
-        token::check(&claims, keys.issuer(), &self.audience, now)?;
+        let expected = token::Expected {
+            issuer: keys.issuer(),
+            audience: &self.audience,
+            max_lifetime_secs: self.max_token_lifetime.as_secs() as i64,
+        };
+        token::check(&claims, &expected, now)?;
         Ok(CiToken { claims })
     }
 

@@ -133,14 +133,15 @@ pub struct Claims {
     pub exp: i64,
     /// `nbf`, if present.
     pub nbf: Option<i64>,
-    /// `iat`, if present.
+    /// `iat`, if present ([`check`] requires it).
     pub iat: Option<i64>,
     /// Every claim as sent.
     pub all: Map<String, Value>,
 }
 
 impl Claims {
-    /// Reads the registered claims; a missing `iss`, `sub`, `aud` or `exp` is a refusal.
+    /// Reads the registered claims; a missing `iss`, `sub`, `aud` or `exp` is a refusal (a
+    /// missing `iat` is [`check`]'s).
     pub fn from_json(all: Map<String, Value>) -> Result<Self, Refusal> {
         let string = |name: &str| {
             all.get(name)
@@ -187,9 +188,27 @@ impl Claims {
     }
 }
 
+/// What a token must say to be accepted here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected<'a> {
+    /// The issuer whose key verified the token.
+    pub issuer: &'a str,
+    /// This API's audience (`--token-audience`).
+    pub audience: &'a str,
+    /// The longest `exp − iat` accepted (`--oidc-max-token-lifetime`), in seconds.
+    pub max_lifetime_secs: i64,
+}
+
 /// Checks `iss`, `aud`, `exp`, `nbf` and `iat` at `now` (seconds since the epoch), allowing
-/// [`LEEWAY_SECS`] of clock skew either way.
-pub fn check(claims: &Claims, issuer: &str, audience: &str, now: i64) -> Result<(), Refusal> {
+/// [`LEEWAY_SECS`] of clock skew either way. `iat` is required, and the token's lifetime
+/// (`exp − iat`, both the issuer's own clock) may not exceed `expected.max_lifetime_secs`: a
+/// token minted to live for days is a long-lived credential, whoever minted it.
+pub fn check(claims: &Claims, expected: &Expected, now: i64) -> Result<(), Refusal> {
+    let Expected {
+        issuer,
+        audience,
+        max_lifetime_secs,
+    } = *expected;
     if claims.iss != issuer {
         return Err(refuse(format!(
             "token: iss: {:?} is not the issuer whose key signed it ({issuer:?})",
@@ -201,6 +220,22 @@ pub fn check(claims: &Claims, issuer: &str, audience: &str, now: i64) -> Result<
             "token: aud: {:?} does not include this API's audience {audience:?} \
              (request the token for that audience)",
             claims.aud
+        )));
+    }
+    let iat = claims
+        .iat
+        .ok_or_else(|| refuse("token: iat: missing (when the token was issued)"))?;
+    let lifetime = claims.exp.saturating_sub(iat);
+    if lifetime <= 0 {
+        return Err(refuse(format!(
+            "token: exp: {} is not after iat {iat}",
+            claims.exp
+        )));
+    }
+    if lifetime > max_lifetime_secs {
+        return Err(refuse(format!(
+            "token: exp: the token lives {lifetime}s from iat to exp, longer than the \
+             {max_lifetime_secs}s this API accepts (--oidc-max-token-lifetime)"
         )));
     }
     if claims.exp + LEEWAY_SECS <= now {
@@ -217,9 +252,7 @@ pub fn check(claims: &Claims, issuer: &str, audience: &str, now: i64) -> Result<
             nbf - now
         )));
     }
-    if let Some(iat) = claims.iat
-        && iat - LEEWAY_SECS > now
-    {
+    if iat - LEEWAY_SECS > now {
         return Err(refuse(format!(
             "token: iat: issued {}s in the future (check the clocks)",
             iat - now
@@ -232,6 +265,18 @@ pub fn check(claims: &Claims, issuer: &str, audience: &str, now: i64) -> Result<
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const HOUR: i64 = 3600;
+
+    /// `check` for this API's audience and a one-hour lifetime cap.
+    fn at(c: &Claims, issuer: &str, now: i64) -> Result<(), Refusal> {
+        let expected = Expected {
+            issuer,
+            audience: "disruption-guard",
+            max_lifetime_secs: HOUR,
+        };
+        check(c, &expected, now)
+    }
 
     fn jwt(header: Value, payload: Value) -> String {
         format!(
@@ -308,63 +353,45 @@ mod tests {
     fn a_valid_token_passes_at_any_moment_of_its_life() {
         let c = claims(json!({}));
         for now in [1000, 1500, 1999] {
-            check(&c, "https://issuer.example", "disruption-guard", now).unwrap();
+            at(&c, "https://issuer.example", now).unwrap();
         }
     }
 
     #[test]
     fn another_audience_is_refused_naming_the_expected_one() {
         let c = claims(json!({"aud": ["sts.amazonaws.com"]}));
-        let err = check(&c, "https://issuer.example", "disruption-guard", 1500).unwrap_err();
+        let err = at(&c, "https://issuer.example", 1500).unwrap_err();
         assert!(
             err.0.contains("aud") && err.0.contains("\"disruption-guard\""),
             "{err}"
         );
         let c = claims(json!({"aud": ["sts.amazonaws.com", "disruption-guard"]}));
-        check(&c, "https://issuer.example", "disruption-guard", 1500).unwrap();
+        at(&c, "https://issuer.example", 1500).unwrap();
     }
 
     #[test]
     fn an_expired_token_is_refused_after_the_leeway() {
         let c = claims(json!({}));
-        check(
-            &c,
-            "https://issuer.example",
-            "disruption-guard",
-            2000 + LEEWAY_SECS - 1,
-        )
-        .unwrap();
-        let err = check(
-            &c,
-            "https://issuer.example",
-            "disruption-guard",
-            2000 + LEEWAY_SECS,
-        )
-        .unwrap_err();
+        at(&c, "https://issuer.example", 2000 + LEEWAY_SECS - 1).unwrap();
+        let err = at(&c, "https://issuer.example", 2000 + LEEWAY_SECS).unwrap_err();
         assert!(err.0.starts_with("token: exp: expired"), "{err}");
     }
 
     #[test]
     fn a_token_not_yet_valid_is_refused_beyond_the_leeway() {
         let c = claims(json!({"nbf": 1500, "iat": 1000}));
-        check(
-            &c,
-            "https://issuer.example",
-            "disruption-guard",
-            1500 - LEEWAY_SECS,
-        )
-        .unwrap();
-        let err = check(&c, "https://issuer.example", "disruption-guard", 1400).unwrap_err();
+        at(&c, "https://issuer.example", 1500 - LEEWAY_SECS).unwrap();
+        let err = at(&c, "https://issuer.example", 1400).unwrap_err();
         assert!(err.0.starts_with("token: nbf"), "{err}");
         let c = claims(json!({"nbf": null, "iat": 1500}));
-        let err = check(&c, "https://issuer.example", "disruption-guard", 1400).unwrap_err();
+        let err = at(&c, "https://issuer.example", 1400).unwrap_err();
         assert!(err.0.starts_with("token: iat"), "{err}");
     }
 
     #[test]
     fn a_token_of_another_issuer_is_refused() {
         let c = claims(json!({}));
-        let err = check(&c, "https://other.example", "disruption-guard", 1500).unwrap_err();
+        let err = at(&c, "https://other.example", 1500).unwrap_err();
         assert!(err.0.starts_with("token: iss"), "{err}");
     }
 
@@ -377,5 +404,30 @@ mod tests {
         assert_eq!(c.text("run_id").as_deref(), Some("42"));
         assert_eq!(c.text("ref_protected").as_deref(), Some("true"));
         assert_eq!(c.text("x"), None);
+    }
+
+    #[test]
+    fn a_token_without_iat_is_refused() {
+        let c = claims(json!({"iat": null}));
+        let err = at(&c, "https://issuer.example", 1500).unwrap_err();
+        assert!(err.0.starts_with("token: iat: missing"), "{err}");
+    }
+
+    #[test]
+    fn a_token_living_longer_than_the_cap_is_refused_at_any_moment() {
+        let c = claims(json!({"iat": 1000, "nbf": 1000, "exp": 1000 + HOUR}));
+        at(&c, "https://issuer.example", 1500).unwrap();
+        let c = claims(json!({"iat": 1000, "nbf": 1000, "exp": 1000 + HOUR + 1}));
+        for now in [1000, 1500] {
+            let err = at(&c, "https://issuer.example", now).unwrap_err();
+            assert!(
+                err.0.starts_with("token: exp: the token lives 3601s")
+                    && err.0.contains("--oidc-max-token-lifetime"),
+                "{err}"
+            );
+        }
+        let c = claims(json!({"iat": 2000, "exp": 2000}));
+        let err = at(&c, "https://issuer.example", 1990).unwrap_err();
+        assert!(err.0.contains("is not after iat"), "{err}");
     }
 }
