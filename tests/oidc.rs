@@ -770,12 +770,15 @@ async fn the_cost_of_verifying_a_ci_token_on_an_open() {
         // The verification alone, in process, with the issuer's keys cached: what the API
         // does for every request carrying an id-token before it looks at the CITrusts.
         {
-            use disruption_guard::api::oidc::{http_client, keys::IssuerKeys, token};
-            let keys = IssuerKeys::new(
-                issuer.url(),
-                http_client(Some(&issuer.ca_file())).unwrap(),
-            );
-            keys.refresh().await;
+            use disruption_guard::api::oidc::issuers::IssuerConfig;
+            use disruption_guard::api::oidc::{fetch::Fetcher, keys, token};
+            let config = IssuerConfig {
+                ca_file: Some(issuer.ca_file()),
+                ..IssuerConfig::new(&issuer.url()).unwrap()
+            };
+            let keys =
+                keys::IssuerKeys::new(Fetcher::new(&config).unwrap(), keys::DEFAULT_MAX_AGE);
+            keys.refresh().await.unwrap();
             let ci = issuer.token(&ns, "pipeline", AUDIENCE, TEN_MINUTES);
             // Wall time includes whatever else the shared machine runs meanwhile; the thread's
             // CPU time is the work the verification itself adds.

@@ -87,10 +87,25 @@ pub struct ApiArgs {
     #[arg(long = "oidc-issuer", env = "DISRUPTION_GUARD_OIDC_ISSUERS", value_delimiter = ',', value_parser = parse_issuer_flag)]
     pub oidc_issuers: Vec<String>,
 
-    /// PEM bundle of CA certificates trusted (beside the system's) when fetching the OIDC
-    /// issuers' discovery documents and keys.
-    #[arg(long, env = "DISRUPTION_GUARD_OIDC_CA_FILE")]
-    pub oidc_ca_file: Option<std::path::PathBuf>,
+    /// PEM bundle of CA certificates trusted, beside the system's, when fetching one issuer's
+    /// discovery document and keys, and for that issuer only: `ISSUER=PATH` (repeatable; env
+    /// comma-separated). A bare `PATH` is for the only `--oidc-issuer`; with several it is
+    /// refused.
+    #[arg(long = "oidc-ca-file", env = "DISRUPTION_GUARD_OIDC_CA_FILE", value_delimiter = ',', value_parser = oidc::issuers::parse_ca_file)]
+    pub oidc_ca_files: Vec<oidc::issuers::CaFile>,
+
+    /// A host other than the issuer's own that its `jwks_uri` and redirects may lead to:
+    /// `ISSUER=HOST[:PORT]` (repeatable; env comma-separated), e.g.
+    /// `https://accounts.google.com=www.googleapis.com`. Otherwise discovery, its `jwks_uri`
+    /// and every redirect must stay on the issuer's own host and port.
+    #[arg(long = "oidc-jwks-host", env = "DISRUPTION_GUARD_OIDC_JWKS_HOSTS", value_delimiter = ',', value_parser = oidc::issuers::parse_jwks_host)]
+    pub oidc_jwks_hosts: Vec<oidc::issuers::JwksHost>,
+
+    /// How long an issuer's keys keep verifying after the last successful fetch of its JWKS:
+    /// while the issuer cannot be reached, keys it may have withdrawn are honoured this long,
+    /// no longer (at least 10s).
+    #[arg(long, env = "DISRUPTION_GUARD_OIDC_KEYS_MAX_AGE", default_value = "24h", value_parser = parse_ttl_flag)]
+    pub oidc_keys_max_age: std::time::Duration,
 
     /// Longest lifetime (`exp − iat`) of an accepted CI id-token; a token minted to live
     /// longer is refused (401), whatever its remaining time. The default covers GitHub Actions
@@ -261,14 +276,26 @@ pub async fn serve(
     let _trust_watches = if args.oidc_issuers.is_empty() || args.insecure_no_auth {
         None
     } else {
-        let http = oidc::http_client(args.oidc_ca_file.as_ref())?;
+        anyhow::ensure!(
+            args.oidc_keys_max_age >= std::time::Duration::from_secs(10),
+            "--oidc-keys-max-age must be at least 10s"
+        );
+        let issuers = oidc::issuers::resolve(
+            &args.oidc_issuers,
+            &args.oidc_ca_files,
+            &args.oidc_jwks_hosts,
+        )
+        .map_err(anyhow::Error::msg)?;
+        let settings = oidc::Settings {
+            issuers,
+            audience: args.token_audience.clone(),
+            max_token_lifetime: args.oidc_max_token_lifetime,
+            keys_max_age: args.oidc_keys_max_age,
+        };
         let (trusts, forbidden, tasks) =
             crate::runtime::caches::ci_trusts(&state.client, &state.ready, state.watch_scope());
         let verifier = Arc::new(oidc::Verifier::new(
-            &args.oidc_issuers,
-            args.token_audience.clone(),
-            args.oidc_max_token_lifetime,
-            http,
+            settings,
             oidc::TrustCache {
                 trusts,
                 forbidden,
@@ -276,7 +303,7 @@ pub async fn serve(
                     crate::runtime::events::Events::new(state),
                 ))),
             },
-        ));
+        )?);
         verifier.start_refresh(state.shutdown.clone());
         auth.set_oidc(verifier);
         if args.token_audience == DEFAULT_TOKEN_AUDIENCE {

@@ -4,8 +4,13 @@
 //! [`MIN_REFETCH`], so a flood of made-up key ids cannot turn into a flood of fetches: such a
 //! token waits for the next allowed fetch, shared by every request waiting, then is refused).
 //!
-//! An issuer that is down changes nothing for keys already cached; a token signed with a key
-//! that cannot be fetched is refused (401) with the reason, never a 500.
+//! An issuer that is down changes nothing for keys already cached, for a while: keys that no
+//! successful fetch has confirmed for `--oidc-keys-max-age` (default [`DEFAULT_MAX_AGE`]) stop
+//! verifying, so a key the issuer withdrew (leaked, rotated out) is not honoured forever by an
+//! operator that cannot reach the issuer to learn it. A successful fetch replaces the whole set:
+//! a withdrawn key stops verifying at once. A token signed with a key that cannot be fetched is
+//! refused (401) with the reason, never a 500. The fetching itself (HTTPS, hosts, size) is
+//! [`super::fetch`]'s.
 //!
 //! JWT and JWK work is done by `jsonwebtoken` 9.3: the last line of that crate built on
 //! `ring`, the crypto library the operator's TLS (rustls, kube, rcgen) already uses; versions
@@ -21,14 +26,18 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tracing::{info, warn};
 
+use super::fetch::Fetcher;
 use super::token::{Header, Refusal};
 
-/// How often the keys are fetched again even when nothing asks for it.
+/// How often the keys are fetched again even when nothing asks for it (more often when
+/// `--oidc-keys-max-age` is short: [`IssuerKeys::refresh_every`]).
 pub const REFRESH_EVERY: Duration = Duration::from_secs(600);
 /// Shortest time between two fetches caused by unknown key ids.
 pub const MIN_REFETCH: Duration = Duration::from_secs(5);
-/// Largest discovery document or JWKS accepted, in bytes.
-const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+/// How long keys keep verifying after the last successful fetch, by default: long enough to
+/// ride out an issuer's outage of hours (GitHub's and GitLab's have been), short enough that a
+/// withdrawn key is not honoured for more than a day by an operator cut off from the issuer.
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// One verification key.
 struct Key {
@@ -42,14 +51,17 @@ struct Cached {
     keys: Vec<Key>,
     /// When the last fetch was attempted (successful or not).
     attempted: Option<Instant>,
+    /// When the last fetch succeeded: the keys are as the issuer published them then.
+    fetched: Option<Instant>,
     /// Why the last fetch failed, if it did.
     error: Option<String>,
 }
 
 /// The keys of one issuer.
 pub struct IssuerKeys {
-    issuer: String,
-    http: reqwest::Client,
+    fetcher: Fetcher,
+    /// `--oidc-keys-max-age`.
+    max_age: Duration,
     cached: RwLock<Cached>,
     /// Held while fetching: concurrent unknown key ids share one fetch.
     fetching: tokio::sync::Mutex<()>,
@@ -66,6 +78,11 @@ struct Discovery {
 pub fn refetch_wait(attempted: Option<Instant>, now: Instant) -> Option<Duration> {
     let since = now.saturating_duration_since(attempted?);
     (since < MIN_REFETCH).then(|| MIN_REFETCH - since)
+}
+
+/// Whether keys last fetched at `fetched` may still verify at `now`: pure, so it is unit-tested.
+pub fn is_fresh(fetched: Option<Instant>, now: Instant, max_age: Duration) -> bool {
+    fetched.is_some_and(|at| now.saturating_duration_since(at) < max_age)
 }
 
 /// The keys of a JWKS document usable for signatures (kept: RSA, EC and OKP keys whose `use`
@@ -107,11 +124,12 @@ fn parse_jwks(doc: &Map<String, Value>) -> (Vec<Key>, usize) {
 }
 
 impl IssuerKeys {
-    /// The keys of `issuer` (no trailing slash), fetched with `http`; nothing is fetched yet.
-    pub fn new(issuer: String, http: reqwest::Client) -> Self {
+    /// The keys of the issuer `fetcher` fetches for, verifying for `max_age` after each
+    /// successful fetch; nothing is fetched yet.
+    pub fn new(fetcher: Fetcher, max_age: Duration) -> Self {
         Self {
-            issuer,
-            http,
+            fetcher,
+            max_age,
             cached: RwLock::new(Cached::default()),
             fetching: tokio::sync::Mutex::new(()),
         }
@@ -119,76 +137,70 @@ impl IssuerKeys {
 
     /// The issuer these keys belong to.
     pub fn issuer(&self) -> &str {
-        &self.issuer
+        self.fetcher.issuer()
     }
 
-    async fn get_json(&self, url: &str) -> Result<Map<String, Value>, String> {
-        if !url.starts_with("https://") {
-            return Err(format!("{url} is not an https:// URL"));
-        }
-        let resp = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        if !resp.status().is_success() {
-            return Err(format!("GET {url}: {}", resp.status()));
-        }
-        if resp
-            .content_length()
-            .is_some_and(|n| n as usize > MAX_DOCUMENT_BYTES)
-        {
-            return Err(format!("GET {url}: larger than {MAX_DOCUMENT_BYTES} bytes"));
-        }
-        let body = resp.bytes().await.map_err(|e| format!("GET {url}: {e}"))?;
-        if body.len() > MAX_DOCUMENT_BYTES {
-            return Err(format!("GET {url}: larger than {MAX_DOCUMENT_BYTES} bytes"));
-        }
-        serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not a JSON object: {e}"))
+    /// How often [`super::Verifier::start_refresh`] fetches the keys: every
+    /// [`REFRESH_EVERY`], or twice per `max_age` when that is shorter, so keys never age out
+    /// while the issuer answers.
+    pub fn refresh_every(&self) -> Duration {
+        REFRESH_EVERY.min(self.max_age / 2)
     }
 
     /// Discovery, then the JWKS it names.
     async fn download(&self) -> Result<Vec<Key>, String> {
-        let url = format!("{}/.well-known/openid-configuration", self.issuer);
-        let doc = self.get_json(&url).await?;
+        let issuer = self.issuer();
+        let url = format!("{issuer}/.well-known/openid-configuration");
+        let doc = self.fetcher.get_json(&url).await?;
         let discovery: Discovery =
             serde_json::from_value(Value::Object(doc)).map_err(|e| format!("{url}: {e}"))?;
         // OpenID Connect Discovery 1.0 §4.3: the document must name the issuer it was
         // fetched for, or its keys are not that issuer's.
-        if discovery.issuer.trim_end_matches('/') != self.issuer {
+        if discovery.issuer.trim_end_matches('/') != issuer {
             return Err(format!(
-                "{url} names issuer {:?}, not {:?}",
-                discovery.issuer, self.issuer
+                "{url} names issuer {:?}, not {issuer:?}",
+                discovery.issuer
             ));
         }
-        let jwks = self.get_json(&discovery.jwks_uri).await?;
+        // `get_json` refuses a jwks_uri off the issuer's hosts before any request.
+        let jwks = self
+            .fetcher
+            .get_json(&discovery.jwks_uri)
+            .await
+            .map_err(|e| format!("jwks_uri: {e}"))?;
         let (keys, skipped) = parse_jwks(&jwks);
         if keys.is_empty() {
             return Err(format!("{}: no usable signing key", discovery.jwks_uri));
         }
-        info!(issuer = %self.issuer, keys = keys.len(), skipped, "issuer keys fetched");
+        info!(issuer, keys = keys.len(), skipped, "issuer keys fetched");
         Ok(keys)
     }
 
-    /// Fetches the keys now; on failure the cached keys stay.
-    pub async fn refresh(&self) {
+    /// Fetches the keys now; returns how many are usable, or why the fetch failed (the cached
+    /// keys then stay, until they are `max_age` old).
+    pub async fn refresh(&self) -> Result<usize, String> {
         let _guard = self.fetching.lock().await;
-        self.refresh_locked().await;
+        self.refresh_locked().await
     }
 
-    async fn refresh_locked(&self) {
+    async fn refresh_locked(&self) -> Result<usize, String> {
         let result = self.download().await;
+        let now = Instant::now();
         let mut cached = self.cached.write().expect("issuer keys lock");
-        cached.attempted = Some(Instant::now());
+        cached.attempted = Some(now);
         match result {
             Ok(keys) => {
+                let count = keys.len();
                 cached.keys = keys;
+                cached.fetched = Some(now);
                 cached.error = None;
+                Ok(count)
             }
             Err(error) => {
-                warn!(issuer = %self.issuer, %error, kept = cached.keys.len(), "issuer keys not fetched; keeping the cached ones");
-                cached.error = Some(error);
+                let fresh = is_fresh(cached.fetched, now, self.max_age);
+                warn!(issuer = self.issuer(), %error, kept = cached.keys.len(), fresh, "issuer keys not fetched; the cached ones verify until they are --oidc-keys-max-age old");
+                cached.error = Some(error.clone());
+                Err(error)
             }
         }
     }
@@ -216,34 +228,46 @@ impl IssuerKeys {
                 if let Some(wait) = refetch_wait(attempted, Instant::now()) {
                     tokio::time::sleep(wait).await;
                 }
-                self.refresh_locked().await;
+                let _ = self.refresh_locked().await;
             }
         }
         self.verify_cached(token, header).unwrap_or_else(|| {
             let cached = self.cached.read().expect("issuer keys lock");
             let kid = header.kid.as_deref().unwrap_or("(none)");
-            Err(Refusal(match &cached.error {
-                Some(error) => format!(
-                    "token: kid: key {kid:?} of issuer {:?} is not known and the issuer's keys \
-                     could not be fetched ({error})",
-                    self.issuer
+            let issuer = self.issuer();
+            let stale = cached
+                .fetched
+                .filter(|&at| !is_fresh(Some(at), Instant::now(), self.max_age));
+            Err(Refusal(match (&cached.error, stale) {
+                (Some(error), Some(at)) => format!(
+                    "token: kid: the keys of issuer {issuer:?} were last fetched {}s ago, longer \
+                     than --oidc-keys-max-age ({}s) allows, and cannot be fetched now ({error})",
+                    at.elapsed().as_secs(),
+                    self.max_age.as_secs()
                 ),
-                None => format!(
-                    "token: kid: key {kid:?} is not among the signing keys issuer {:?} \
-                     publishes",
-                    self.issuer
+                (Some(error), None) => format!(
+                    "token: kid: key {kid:?} of issuer {issuer:?} is not known and the issuer's \
+                     keys could not be fetched ({error})"
+                ),
+                (None, _) => format!(
+                    "token: kid: key {kid:?} is not among the signing keys issuer {issuer:?} \
+                     publishes"
                 ),
             }))
         })
     }
 
-    /// `None` when no cached key fits the token's key id and algorithm.
+    /// `None` when no cached key fits the token's key id and algorithm, or the cached keys are
+    /// older than `max_age`.
     fn verify_cached(
         &self,
         token: &str,
         header: &Header,
     ) -> Option<Result<Map<String, Value>, Refusal>> {
         let cached = self.cached.read().expect("issuer keys lock");
+        if !is_fresh(cached.fetched, Instant::now(), self.max_age) {
+            return None;
+        }
         let candidates: Vec<&Key> = cached
             .keys
             .iter()
@@ -297,6 +321,24 @@ mod tests {
             Some(MIN_REFETCH * 3 / 4)
         );
         assert_eq!(refetch_wait(Some(now), now + MIN_REFETCH), None);
+    }
+
+    #[test]
+    fn keys_verify_until_they_are_max_age_past_the_last_successful_fetch() {
+        let fetched = Instant::now();
+        let day = DEFAULT_MAX_AGE;
+        assert!(
+            !is_fresh(None, fetched, day),
+            "never fetched: nothing verifies"
+        );
+        assert!(is_fresh(Some(fetched), fetched, day));
+        assert!(is_fresh(
+            Some(fetched),
+            fetched + day - Duration::from_secs(1),
+            day
+        ));
+        assert!(!is_fresh(Some(fetched), fetched + day, day));
+        assert!(!is_fresh(Some(fetched), fetched + day * 30, day));
     }
 
     #[test]

@@ -10,25 +10,28 @@
 //!   cluster itself trusts through structured authentication) falls through to TokenReview and
 //!   Kubernetes RBAC, unchanged.
 //!
-//! Files: [`token`] (header, claims, checks), [`keys`] (discovery, JWKS, cache), [`trust`]
-//! (CITrust matching, bounds), [`refusals`] (a refusal's reasons, to the log and the trusts'
-//! Events). This file wires them to the CITrust cache.
+//! Files: [`token`] (header, claims, checks), [`issuers`] (each issuer's settings from the
+//! flags), [`fetch`] (HTTPS, hosts, size limit), [`keys`] (discovery, JWKS, cache), [`trust`]
+//! (CITrust matching, bounds), [`refusals`] (a refusal's reasons, to the log and the
+//! trusts' Events). This file wires them to the CITrust cache.
 
+pub mod fetch;
+pub mod issuers;
 pub mod keys;
 pub mod refusals;
 pub mod token;
 pub mod trust;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio_util::sync::CancellationToken;
 
+use self::fetch::Fetcher;
+use self::issuers::IssuerConfig;
 use self::keys::IssuerKeys;
 use self::refusals::Refusals;
 use self::token::{Claims, Refusal};
@@ -112,65 +115,50 @@ pub fn normalize_issuer(url: &str) -> Result<String, String> {
     Ok(url.to_string())
 }
 
-/// The HTTPS client that fetches discovery and keys: the system's roots, plus the PEM bundle
-/// at `ca_file` (`--oidc-ca-file`) for an issuer with a private CA.
-pub fn http_client(ca_file: Option<&PathBuf>) -> anyhow::Result<reqwest::Client> {
-    // The rustls provider must be chosen once per process before an HTTPS client exists.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .connect_timeout(Duration::from_secs(5))
-        .https_only(true)
-        .user_agent(concat!("disruption-guard/", env!("CARGO_PKG_VERSION")));
-    if let Some(path) = ca_file {
-        let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
-            .with_context(|| format!("{}: not a PEM certificate bundle", path.display()))?;
-        anyhow::ensure!(!certs.is_empty(), "{}: no certificate", path.display());
-        builder = builder.tls_certs_merge(certs);
-    }
-    builder.build().context("building the OIDC HTTPS client")
+/// What a [`Verifier`] checks, from the operator's flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The trusted issuers, each with its own CA and hosts (`--oidc-issuer`, `--oidc-ca-file`,
+    /// `--oidc-jwks-host`).
+    pub issuers: Vec<IssuerConfig>,
+    /// This API's audience (`--token-audience`).
+    pub audience: String,
+    /// Longest `exp − iat` accepted (`--oidc-max-token-lifetime`).
+    pub max_token_lifetime: Duration,
+    /// How long keys verify after the last successful fetch (`--oidc-keys-max-age`).
+    pub keys_max_age: Duration,
 }
 
 impl Verifier {
-    /// A verifier of `issuers` for `audience` (tokens living at most `max_token_lifetime`
-    /// from `iat` to `exp`), reading trusts from `cache`.
-    pub fn new(
-        issuers: &[String],
-        audience: String,
-        max_token_lifetime: Duration,
-        http: reqwest::Client,
-        cache: TrustCache,
-    ) -> Self {
-        let issuers = issuers
-            .iter()
-            .map(|i| {
-                (
-                    i.clone(),
-                    Arc::new(IssuerKeys::new(i.clone(), http.clone())),
-                )
-            })
-            .collect();
-        Self {
-            issuers,
-            audience,
-            max_token_lifetime,
-            cache,
+    /// A verifier as `settings` say, reading trusts from `cache`; fails when an issuer's CA
+    /// file cannot be read.
+    pub fn new(settings: Settings, cache: TrustCache) -> anyhow::Result<Self> {
+        let mut issuers = HashMap::new();
+        for config in &settings.issuers {
+            let keys = IssuerKeys::new(Fetcher::new(config)?, settings.keys_max_age);
+            issuers.insert(config.url.clone(), Arc::new(keys));
         }
+        Ok(Self {
+            issuers,
+            audience: settings.audience,
+            max_token_lifetime: settings.max_token_lifetime,
+            cache,
+        })
     }
 
-    /// Fetches every issuer's keys now, then every [`keys::REFRESH_EVERY`] until `shutdown`;
-    /// an issuer that is down is logged and tried again, never fatal.
+    /// Fetches every issuer's keys now, then every [`IssuerKeys::refresh_every`] until
+    /// `shutdown`; an issuer that is down is logged and tried again, never fatal.
     pub fn start_refresh(&self, shutdown: CancellationToken) {
         for keys in self.issuers.values() {
             let keys = keys.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
                 loop {
-                    keys.refresh().await;
+                    // A failure is logged by `refresh` itself.
+                    let _ = keys.refresh().await;
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(keys::REFRESH_EVERY) => {}
+                        _ = tokio::time::sleep(keys.refresh_every()) => {}
                     }
                 }
             });
