@@ -393,19 +393,19 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
                 "a sub no trust names",
                 token_of("stranger"),
                 403,
-                "sub does not match",
+                "lets this token",
             ),
             case(
                 "a claim that does not match",
                 token_of("pusher"),
                 403,
-                "claim event_name is missing",
+                "lets this token",
             ),
             case(
                 "a trust granting read only",
                 token_of("reader"),
                 403,
-                "reader: grants read, not open",
+                "lets this token",
             ),
             Case {
                 body: Some(json!({"ttl": "1h"})),
@@ -442,6 +442,17 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
             );
         }
 
+        // The caller learns only what its own token lacks; each trust's reason is in a
+        // Warning Event on that trust, for the namespace's owners.
+        for (trust, why) in [
+            ("pipeline", "sub does not match"),
+            ("pushes", "claim event_name is missing"),
+            ("reader", "grants read, not open"),
+        ] {
+            support::drain::until_event(&client, &ns, trust, Some("Warning"), "TokenRefused", why)
+                .await;
+        }
+
         // The read-only trust reads.
         let reader = issuer.token(&ns, "reader", AUDIENCE, TEN_MINUTES);
         let (status, _, _) = call("GET", &url, &reader, None).await;
@@ -466,7 +477,7 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
                 async move {
                     let (status, body, _) = call("GET", &url, &good, None).await;
                     let detail = body["detail"].as_str().unwrap_or_default().to_string();
-                    if status == StatusCode::FORBIDDEN && detail.contains("CI trust is forbidden") {
+                    if status == StatusCode::FORBIDDEN && detail.contains("lets this token") {
                         Ok(())
                     } else {
                         Err(format!("{status}: {body}"))
@@ -479,7 +490,7 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
         assert_problem(
             &got,
             403,
-            "ci-trust=false",
+            "lets this token",
             "a namespace that forbids CI trust",
         );
         namespaces

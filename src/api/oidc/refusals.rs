@@ -4,8 +4,8 @@
 //! caller is told only what its own token lacks ([`super::trust::Refused::detail`]).
 //!
 //! Anyone the issuer mints tokens for (anyone on GitHub, for GitHub's issuer) is one request
-//! away from a refusal, so Events are bounded: at most one per trust per [`EVENT_EVERY`]
-//! (one keyed limiter, whose keys are the trusts, written by the namespace's owners, never a
+//! away from a refusal, so Events are bounded: a burst of [`EVENT_BURST`] per trust, then one
+//! per [`EVENT_EVERY`] (one keyed limiter, whose keys are the trusts, written by the namespace's owners, never a
 //! token's claims); the note quotes at most 200 characters of the token's `sub`.
 
 use std::num::NonZeroU32;
@@ -22,8 +22,10 @@ use super::trust::{Refused, short};
 use crate::resources::CITrust;
 use crate::runtime::events::{Events, Note};
 
-/// At most one `TokenRefused` Event per trust this often.
+/// After a burst, at most one `TokenRefused` Event per trust this often.
 pub const EVENT_EVERY: Duration = Duration::from_secs(60);
+/// `TokenRefused` Events a trust may get at once (a pipeline's first few mistakes, each named).
+pub const EVENT_BURST: NonZeroU32 = NonZeroU32::new(5).unwrap();
 
 /// Reports refusals; cheap to share behind an `Arc`.
 pub struct Refusals {
@@ -36,7 +38,7 @@ impl Refusals {
     pub fn new(events: Option<Events>) -> Self {
         let quota = Quota::with_period(EVENT_EVERY)
             .expect("a non-zero period")
-            .allow_burst(NonZeroU32::MIN);
+            .allow_burst(EVENT_BURST);
         Self {
             events,
             per_trust: RateLimiter::keyed(quota),
@@ -73,8 +75,9 @@ impl Refusals {
                     reason: "TokenRefused",
                     action: "Authorize",
                     note: format!(
-                        "a CI token with sub {:?} was refused: {why} (at most one such Event \
-                         per {}s)",
+                        "a CI token with sub {:?} was refused: {why} (after a burst of {}, at \
+                         most one such Event per {}s)",
+                        EVENT_BURST,
                         short(&claims.sub),
                         EVENT_EVERY.as_secs()
                     ),
