@@ -196,7 +196,9 @@ pub struct Refused {
     pub detail: String,
     /// For the log: the refusal in one sentence, policy included.
     pub why: String,
-    /// Each trust of the token's issuer in the namespace that did not grant, by name, and why.
+    /// The near misses, by name, and why: each trust of the token's issuer in the namespace
+    /// whose subject pattern the token's `sub` matches (or whose pattern is invalid), but that
+    /// did not grant. A trust whose subject names someone else is not told about the token.
     pub trusts: Vec<(String, String)>,
 }
 
@@ -265,7 +267,9 @@ pub fn decide(
                 Err(why) => format!("{why}; this CITrust grants nothing until it is fixed"),
             },
         };
-        reasons.push((name, why));
+        let near =
+            check_pattern(&trust.spec.subject).is_err() || glob(&trust.spec.subject, &claims.sub);
+        reasons.push((name, why, near));
     }
     if !granted.is_empty() {
         return Ok(granted);
@@ -276,7 +280,10 @@ pub fn decide(
             claims.iss
         )
     } else {
-        let each: Vec<String> = reasons.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+        let each: Vec<String> = reasons
+            .iter()
+            .map(|(n, w, _)| format!("{n}: {w}"))
+            .collect();
         format!(
             "no CITrust in namespace {ns} lets sub {:?} {} windows ({})",
             short(&claims.sub),
@@ -284,7 +291,12 @@ pub fn decide(
             each.join("; ")
         )
     };
-    Err(refuse(why, reasons))
+    let near = reasons
+        .into_iter()
+        .filter(|(_, _, near)| *near)
+        .map(|(n, w, _)| (n, w))
+        .collect();
+    Err(refuse(why, near))
 }
 
 /// `text` cut to 200 characters, for messages that quote a token's claims.
@@ -746,11 +758,13 @@ mod tests {
                 .contains("repo:acme/shop:ref:refs/heads/dev")
         );
         assert!(mismatch.detail.starts_with("namespace: "));
-        // The operator keeps the reasons.
+        // The operator keeps the reasons in its log; a trust naming another subject gets no
+        // Event about this token.
         assert!(
-            mismatch.trusts[0].1.contains("sub does not match"),
+            mismatch.why.contains("shop-main: sub does not match"),
             "{mismatch:?}"
         );
+        assert!(mismatch.trusts.is_empty(), "{mismatch:?}");
         assert!(forbidden.why.contains("ci-trust=false"));
     }
 
