@@ -113,15 +113,27 @@ struct TokenFile {
     tokens: Vec<StaticToken>,
 }
 
-/// Parses the YAML document; refuses empty or short tokens.
+/// Parses the YAML document; refuses empty or short tokens, and two entries with one name or
+/// one token (which would leave it to the order of the file who a request is; the error
+/// names the entries, never the token).
 pub fn parse(text: &str) -> anyhow::Result<Vec<StaticToken>> {
     let file: TokenFile = serde_saphyr::from_str(text).context("parsing static tokens")?;
-    for t in &file.tokens {
+    for (i, t) in file.tokens.iter().enumerate() {
         anyhow::ensure!(
             t.token.len() >= 16,
             "static token {:?} is shorter than 16 characters",
             t.name
         );
+        if let Some(first) = file.tokens[..i].iter().find(|o| o.name == t.name) {
+            anyhow::bail!("static token name {:?} is given twice", first.name);
+        }
+        if let Some(first) = file.tokens[..i].iter().find(|o| o.token == t.token) {
+            anyhow::bail!(
+                "static tokens {:?} and {:?} have the same token: each needs its own",
+                first.name,
+                t.name
+            );
+        }
     }
     Ok(file.tokens)
 }
@@ -309,6 +321,17 @@ mod tests {
                 .unwrap();
         assert_eq!(tokens[0].name, "gh");
         assert!(tokens[0].allows("shop") && !tokens[0].allows("x"));
+    }
+
+    #[test]
+    fn a_name_or_a_token_given_twice_is_refused_without_quoting_the_token() {
+        let same_token = "tokens:\n  - {name: a, token: aaaaaaaaaaaaaaaa, namespaces: ['*']}\n  - {name: b, token: aaaaaaaaaaaaaaaa, namespaces: [x]}\n";
+        let err = parse(same_token).unwrap_err().to_string();
+        assert!(err.contains("\"a\" and \"b\" have the same token"), "{err}");
+        assert!(!err.contains("aaaaaaaaaaaaaaaa"), "{err}");
+        let same_name = "tokens:\n  - {name: a, token: aaaaaaaaaaaaaaaa, namespaces: ['*']}\n  - {name: a, token: bbbbbbbbbbbbbbbb, namespaces: [x]}\n";
+        let err = parse(same_name).unwrap_err().to_string();
+        assert!(err.contains("name \"a\" is given twice"), "{err}");
     }
 
     #[test]
