@@ -842,7 +842,7 @@ async fn the_cost_of_verifying_a_ci_token_on_an_open() {
 }
 
 #[tokio::test]
-async fn the_api_server_refuses_a_citrust_whose_subject_wildcards_the_repository() {
+async fn the_api_server_refuses_a_citrust_whose_subject_wildcards_the_repository_or_costs_too_much() {
     with_namespace(|client, ns| async move {
         support::operator::ensure_crd();
         let api = Api::<CITrust>::namespaced(client.clone(), &ns);
@@ -893,6 +893,32 @@ async fn the_api_server_refuses_a_citrust_whose_subject_wildcards_the_repository
         )
         .await
         .expect("a wildcard after the repository is accepted");
+
+        // Bounded cost: at most 8 stars in a subject, and a maxTtl the operator can read.
+        let stars = |n: usize| format!("repo:acme/shop:ref:refs/heads/{}z", "*".repeat(n));
+        let err = api
+            .create(&PostParams::default(), &object("stars", &stars(9), GH))
+            .await
+            .expect_err("9 stars");
+        assert!(err.to_string().contains("at most 8"), "{err}");
+        api.create(&PostParams::default(), &object("eight", &stars(8), GH))
+            .await
+            .expect("8 stars are accepted");
+        for (name, ttl) in [
+            ("huge", "99999999999999999999999h"),
+            ("words", "soon"),
+            ("zero", "0s"),
+            ("long", "169h"),
+        ] {
+            let mut t = object(name, "repo:acme/shop:ref:refs/heads/main", GH);
+            t.spec.bounds = max_ttl(ttl);
+            let err = api
+                .create(&PostParams::default(), &t)
+                .await
+                .expect_err(name);
+            let text = err.to_string();
+            assert!(text.contains("maxTtl"), "{name} ({ttl}): {text}");
+        }
     })
     .await;
 }
