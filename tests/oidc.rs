@@ -842,7 +842,7 @@ async fn the_cost_of_verifying_a_ci_token_on_an_open() {
 }
 
 #[tokio::test]
-async fn the_api_server_refuses_a_citrust_whose_subject_wildcards_the_repository_or_costs_too_much() {
+async fn the_api_server_refuses_a_costly_citrust_or_one_whose_subject_wildcards_the_repository() {
     with_namespace(|client, ns| async move {
         support::operator::ensure_crd();
         let api = Api::<CITrust>::namespaced(client.clone(), &ns);
