@@ -212,6 +212,49 @@ async fn a_connection_that_sends_its_headers_too_slowly_is_closed_after_the_time
 }
 
 #[tokio::test]
+async fn a_body_that_arrives_too_slowly_is_a_408_and_its_connection_is_closed() {
+    with_namespace(|_client, ns| async move {
+        let op = Operator::start(&ns, &["--body-read-timeout=2s"]).await;
+        let mut conn = TcpStream::connect(api_addr(&op)).await.unwrap();
+        let started = Instant::now();
+        conn.write_all(
+            format!(
+                "POST /v1/namespaces/{ns}/windows HTTP/1.1\r\nHost: x\r\n\
+                 Content-Type: application/json\r\nContent-Length: 65536\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        // One body byte every 250 ms: the headers are complete, the body never is.
+        let mut answer = String::new();
+        let closed_after = loop {
+            if conn.write_all(b" ").await.is_err() {
+                break started.elapsed();
+            }
+            let mut buf = [0u8; 2048];
+            match tokio::time::timeout(Duration::from_millis(250), conn.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break started.elapsed(),
+                Ok(Ok(n)) => answer.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(_) => {}
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the slow body's connection is still open after 10s"
+            );
+        };
+        eprintln!("the slow body was answered and closed after {closed_after:?}: {answer}");
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("--body-read-timeout"), "{answer}");
+        assert!(
+            closed_after >= Duration::from_millis(1_500),
+            "closed too early: {closed_after:?}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn waits_over_the_cap_of_one_identity_are_429_while_another_identity_still_waits() {
     with_namespace(|client, ns| async move {
         raise_open_files();

@@ -120,6 +120,43 @@ fn rate_key(state: &ApiState, req: &Request) -> Option<RateKey> {
     )))
 }
 
+/// Reads the request's whole body, at most `--max-body-bytes`, within `--body-read-timeout`,
+/// before anything else looks at the request: a client trickling its body is a 408 and its
+/// connection is closed (hyper closes a connection whose body was not read to its end), so
+/// it cannot hold a connection, nor a handler, for longer than that.
+pub async fn read_body(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let limit = state.max_body_bytes;
+    let read = axum::body::to_bytes(body, limit);
+    match tokio::time::timeout(state.body_read_timeout, read).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(err)) if is_length_limit(&err) => {
+            ApiError::PayloadTooLarge(format!("body: larger than {limit} bytes")).into_response()
+        }
+        Ok(Err(err)) => ApiError::BadRequest(format!("body: {err}")).into_response(),
+        Err(_) => ApiError::BodyTimeout(format!(
+            "body: not received within {}s (--body-read-timeout)",
+            state.body_read_timeout.as_secs_f64()
+        ))
+        .into_response(),
+    }
+}
+
+/// Whether reading a body failed because it passed the limit.
+fn is_length_limit(err: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
 /// Rewrites an error response that is not problem+json yet (axum's rejections: bad path,
 /// bad query, wrong method, body too large) into one, keeping its status and its text.
 async fn as_problem(resp: Response, path: &str) -> Response {

@@ -145,6 +145,12 @@ pub struct ApiArgs {
     #[arg(long, env = "DISRUPTION_GUARD_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_ttl_flag)]
     pub header_read_timeout: std::time::Duration,
 
+    /// Time a client has to send a request's whole body, from when its headers arrived; a
+    /// slower body is a 408 and the connection is closed (the body is read before the request
+    /// is authenticated).
+    #[arg(long, env = "DISRUPTION_GUARD_BODY_READ_TIMEOUT", default_value = "10s", value_parser = parse_ttl_flag)]
+    pub body_read_timeout: std::time::Duration,
+
     /// Connections served at once; further clients wait to be accepted. Lowered to what the
     /// limit of open files leaves, when that is less.
     #[arg(long, env = "DISRUPTION_GUARD_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
@@ -175,6 +181,8 @@ pub struct ApiState {
     pub runtime: Runtime,
     /// Largest accepted request body, in bytes (`--max-body-bytes`).
     pub max_body_bytes: usize,
+    /// Time a client has to send a request's whole body (`--body-read-timeout`).
+    pub body_read_timeout: std::time::Duration,
     /// Window operations.
     pub windows: windows::Windows,
     /// Authentication and authorization.
@@ -230,6 +238,10 @@ pub fn router(state: ApiState) -> Router {
             );
             resp
         }))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::read_body,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::observe,
@@ -354,6 +366,7 @@ pub async fn serve(
         waits: waits::WaitLimiter::new(args.max_waits_per_identity as usize),
         metrics: metrics.clone(),
         max_body_bytes: args.max_body_bytes,
+        body_read_timeout: args.body_read_timeout,
         runtime: runtime.clone(),
     };
     let addr = args.api_addr;

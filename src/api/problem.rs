@@ -62,6 +62,9 @@ pub enum ApiError {
     /// The body is larger than the limit.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The body did not arrive within `--body-read-timeout`.
+    #[error("{0}")]
+    BodyTimeout(String),
     /// The body is not JSON.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -117,6 +120,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) | ApiError::KeyReused { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -139,6 +143,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "method-not-allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge(_) => "payload-too-large",
+            ApiError::BodyTimeout(_) => "body-timeout",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::KeyReused { .. } => "idempotency-key-reused",
