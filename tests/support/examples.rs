@@ -46,9 +46,9 @@ pub fn scratch(ns: &str, what: &str) -> PathBuf {
 /// `PATH` with the `disruption-guard` binary under test and the cluster's kubectl first.
 pub fn path_with_tools() -> OsString {
     let mut dirs = vec![binary().parent().unwrap().to_path_buf()];
-    let kubectl = super::cache_dir().join("kubernetes-v1.36.3");
-    if kubectl.join("kubectl").exists() {
-        dirs.push(kubectl);
+    let kubectl = super::kubernetes_bin("kubectl");
+    if kubectl.exists() {
+        dirs.push(kubectl.parent().unwrap().to_path_buf());
     }
     dirs.extend(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),

@@ -487,7 +487,7 @@ impl Drop for Issuer {
 }
 
 fn k8s_bin(name: &str) -> PathBuf {
-    super::cache_dir().join("kubernetes-v1.36.3").join(name)
+    super::kubernetes_bin(name)
 }
 
 fn etcd_bin() -> PathBuf {

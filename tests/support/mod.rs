@@ -97,9 +97,33 @@ pub fn cached_tool(prefix: &str, name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{name} is not built: run tests/cluster/build --with-helm"))
 }
 
+/// A version `tests/cluster/up` chose: the `DISRUPTION_GUARD_<NAME>` variable it exports, else
+/// the default pinned in `tests/cluster/lib.sh` (`DEFAULT_<NAME>_VERSION`).
+pub fn cluster_version(name: &str) -> String {
+    if let Ok(v) = std::env::var(format!("DISRUPTION_GUARD_{name}")) {
+        return format!("v{}", v.trim_start_matches('v'));
+    }
+    let key = match name {
+        "KUBERNETES" => "DEFAULT_K8S_VERSION=",
+        other => &format!("DEFAULT_{other}_VERSION="),
+    };
+    let lib = std::fs::read_to_string(repo_root().join("tests/cluster/lib.sh")).expect("lib.sh");
+    lib.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| panic!("tests/cluster/lib.sh has no {key}"))
+}
+
+/// A Kubernetes binary (kubectl, kube-apiserver, …) of the version the cluster runs.
+pub fn kubernetes_bin(name: &str) -> PathBuf {
+    cache_dir()
+        .join(format!("kubernetes-{}", cluster_version("KUBERNETES")))
+        .join(name)
+}
+
 /// kubectl built for the test cluster (falls back to `kubectl` on PATH).
 pub fn kubectl() -> Command {
-    let built = cache_dir().join("kubernetes-v1.36.3/kubectl");
+    let built = kubernetes_bin("kubectl");
     let mut cmd = Command::new(if built.exists() {
         built
     } else {
@@ -118,7 +142,28 @@ pub async fn client() -> Client {
     config.read_timeout = Some(std::time::Duration::from_secs(60));
     // Tests must see 429s (PDB-blocked evictions) instead of kube retrying them.
     config.default_retry = false;
-    Client::try_from(config).expect("building a client")
+    let client = Client::try_from(config).expect("building a client");
+    report_versions(&client).await;
+    client
+}
+
+/// Prints, once per test binary, the versions its cluster runs: the API server's own
+/// `/version`, and the Karpenter and feature gates `tests/cluster/up` chose.
+async fn report_versions(client: &Client) {
+    static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if REPORTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let server = match client.apiserver_version().await {
+        Ok(info) => info.git_version,
+        Err(e) => format!("unknown ({e})"),
+    };
+    let gates = std::env::var("DISRUPTION_GUARD_FEATURE_GATES").unwrap_or_default();
+    eprintln!(
+        "test cluster: Kubernetes {server}, Karpenter {} (if running), feature gates: {}",
+        cluster_version("KARPENTER"),
+        if gates.is_empty() { "defaults" } else { &gates }
+    );
 }
 
 /// Runs `test` in a fresh namespace; dumps the namespace when the test fails, then deletes it.
