@@ -486,3 +486,151 @@ async fn the_admission_policy_lets_the_operator_roll_out_and_annotate_but_change
     })
     .await;
 }
+
+/// `kubectl <args>` as `user` (impersonated by the test's admin), with `stdin`: its exit
+/// status and stderr.
+fn kubectl_as(user: &str, args: &[&str], stdin: &str) -> (bool, String) {
+    let mut child = support::kubectl()
+        .arg(format!("--as={user}"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A TestWindow manifest; `opened_by` is its `spec.openedBy` (none when null).
+fn window_manifest(ns: &str, name: &str, opened_by: serde_json::Value) -> String {
+    let mut spec = json!({"selector": {"matchLabels": {"app": "none"}}, "ttl": "10m"});
+    if !opened_by.is_null() {
+        spec["openedBy"] = opened_by;
+    }
+    json!({
+        "apiVersion": "disruption-guard.io/v1alpha1",
+        "kind": "TestWindow",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_namespace_editor_cannot_forge_who_opened_a_window() {
+    support::operator::ensure_crd();
+    with_namespace(|client, ns| async move {
+        let identity = ChartIdentity::install(&ns);
+        service_account_bound_to(&ns, "dev", "edit");
+        let dev = format!("system:serviceaccount:{ns}:dev");
+        let forged = json!({
+            "name": "oidc:https://token.actions.githubusercontent.com#repo:shop/shop:ref:refs/heads/main",
+            "issuer": "https://token.actions.githubusercontent.com",
+            "repository": "shop/shop",
+            "trust": "shop/shop-main",
+        });
+
+        // RBAC aggregation (edit gains testwindows) and the policy both take a moment to
+        // load: try until the policy is what refuses. A forged window that got in before
+        // the policy loaded is deleted and the next try uses another name.
+        let mut tries = 0;
+        let refusal = wait::for_some(
+            "the policy to refuse a forged openedBy",
+            Duration::from_secs(30),
+            || {
+                tries += 1;
+                let name = format!("forged-{tries}");
+                let manifest = window_manifest(&ns, &name, forged.clone());
+                let (ns, dev) = (ns.clone(), dev.clone());
+                async move {
+                    let (ok, stderr) = kubectl_as(&dev, &["apply", "-f", "-"], &manifest);
+                    if ok {
+                        let _ = support::kubectl()
+                            .args(["delete", "tw", &name, "-n", &ns])
+                            .output();
+                    }
+                    stderr.contains(POLICY).then_some(stderr)
+                }
+            },
+        )
+        .await;
+        eprintln!("forged create: {refusal}");
+        assert!(
+            refusal.contains("spec.openedBy is written by the disruption-guard API"),
+            "{refusal}"
+        );
+
+        // The editor may still create a window without openedBy, and cannot add one later.
+        let (ok, stderr) = kubectl_as(
+            &dev,
+            &["apply", "-f", "-"],
+            &window_manifest(&ns, "plain", serde_json::Value::Null),
+        );
+        assert!(ok, "an editor creates a window without openedBy: {stderr}");
+        let patch = json!({"spec": {"openedBy": forged}}).to_string();
+        let (ok, stderr) = kubectl_as(
+            &dev,
+            &[
+                "patch", "tw", "plain", "-n", &ns, "--type=merge", "-p", &patch,
+            ],
+            "",
+        );
+        assert!(!ok, "openedBy added by a patch went through");
+        assert!(
+            stderr.contains("spec.openedBy is written once"),
+            "{stderr}"
+        );
+
+        // The operator's own API, as the chart's ServiceAccount, writes openedBy; after that
+        // nobody changes it, not even a cluster admin.
+        let op = Operator::start_as(
+            &ns,
+            vec![format!("--namespaces={ns}"), "--insecure-no-auth".into()],
+            identity.kubeconfig.clone(),
+        )
+        .await;
+        let resp = reqwest::Client::new()
+            .post(format!("{}/v1/namespaces/{ns}/windows", op.api))
+            .json(&json!({"name": "real", "selector": "app=none", "ttl": "10m"}))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        assert!(status.is_success(), "{status} {}", resp.text().await.unwrap());
+        let real = Api::<disruption_guard::resources::testwindow::TestWindow>::namespaced(
+            client.clone(),
+            &ns,
+        )
+        .get("real")
+        .await
+        .unwrap();
+        assert!(real.spec.opened_by.is_some(), "the API wrote openedBy");
+        let changed = refused(
+            Api::<disruption_guard::resources::testwindow::TestWindow>::namespaced(
+                client.clone(),
+                &ns,
+            )
+            .patch(
+                "real",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"openedBy": {"name": "someone-else"}}})),
+            )
+            .await,
+            "a change of openedBy",
+        );
+        assert_eq!(changed.code, 422, "{}", changed.message);
+        assert_nothing_forbidden(&op);
+    })
+    .await;
+}

@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.openedBy) == has(oldSelf.openedBy) && (!has(self.openedBy) || self.openedBy == oldSelf.openedBy)").message("spec.openedBy is written once, when the window is created, and cannot be added, changed or removed"))]
 pub struct TestWindowSpec {
     /// Pods of this namespace to protect; an empty selector selects every pod. Pods a DaemonSet
     /// runs are left out unless `protect.daemonSets` is true.
@@ -83,7 +84,9 @@ pub struct TestWindowSpec {
     pub ci: Option<CiInfo>,
 
     /// Who opened the window, as the HTTP API authenticated them (written by the API; unlike
-    /// `ci`, never taken from the request body).
+    /// `ci`, never taken from the request body). Immutable (a CEL transition rule on `spec`);
+    /// the chart's admission policy lets only the operator's ServiceAccount create a window
+    /// that has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened_by: Option<OpenedBy>,
 }

@@ -1,5 +1,6 @@
 //! Runs the operator with exactly the chart's RBAC: renders the chart's ServiceAccount, RBAC
-//! and admission policy templates into the test cluster, mints a token for that ServiceAccount (TokenRequest,
+//! and admission policy templates into the test cluster (the `spec.openedBy` policy scoped to
+//! the test's namespace, as `namespaces` scopes it, so parallel installs leave each other be), mints a token for that ServiceAccount (TokenRequest,
 //! via `kubectl create token`) and writes a kubeconfig that uses it. A test that passes with
 //! this kubeconfig proves the chart grants enough; a missing verb fails it with a 403.
 
@@ -29,8 +30,8 @@ pub fn fullname(ns: &str) -> String {
 
 impl ChartIdentity {
     /// Installs the chart's ServiceAccount, RBAC (the operator's, and the ClusterRoles for
-    /// users of windows) and the admission policy on the operator's writes as release
-    /// `dg-<ns>` in `ns`.
+    /// users of windows), the admission policy on the operator's writes and the one on
+    /// `spec.openedBy` (for `ns` only) as release `dg-<ns>` in `ns`.
     pub fn install(ns: &str) -> ChartIdentity {
         Self::install_with(ns, &[])
     }
@@ -38,35 +39,25 @@ impl ChartIdentity {
     /// As [`ChartIdentity::install`], with more `helm template` arguments (`--set …`).
     pub fn install_with(ns: &str, values: &[&str]) -> ChartIdentity {
         let release = format!("dg-{}", &ns[ns.len().saturating_sub(8)..]);
-        let out = Command::new(helm())
-            .args([
-                "template",
-                &release,
-                "--namespace",
-                ns,
-                "--kube-version",
-                "1.36.3",
-            ])
-            .args([
-                "--show-only",
+        let mut rendered = render(
+            &release,
+            ns,
+            &[
                 "templates/serviceaccount.yaml",
-                "--show-only",
                 "templates/rbac.yaml",
-                "--show-only",
                 "templates/user-roles.yaml",
-                "--show-only",
                 "templates/admission-policy.yaml",
-            ])
-            .args(values)
-            .arg(super::repo_root().join("charts/disruption-guard"))
-            .output()
-            .expect("helm template");
-        assert!(
-            out.status.success(),
-            "helm template: {}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
+            values,
         );
-        let rendered = out.stdout;
+        let only_ns = format!("namespaces={{{ns}}}");
+        let scoped: Vec<&str> = values.iter().copied().chain(["--set", &only_ns]).collect();
+        rendered.extend(render(
+            &release,
+            ns,
+            &["templates/testwindow-policy.yaml"],
+            &scoped,
+        ));
         let mut apply = super::kubectl()
             .args(["apply", "-f", "-"])
             .stdin(Stdio::piped())
@@ -97,6 +88,24 @@ impl ChartIdentity {
             rendered: Vec::new(),
         }
     }
+}
+
+/// `helm template` of release `release` in `ns`: only `templates`, with `values` (`--set …`).
+fn render(release: &str, ns: &str, templates: &[&str], values: &[&str]) -> Vec<u8> {
+    let out = Command::new(helm())
+        .args(["template", release, "--namespace", ns, "--kube-version"])
+        .arg(super::cluster_version("KUBERNETES").trim_start_matches('v'))
+        .args(templates.iter().flat_map(|t| ["--show-only", t]))
+        .args(values)
+        .arg(super::repo_root().join("charts/disruption-guard"))
+        .output()
+        .expect("helm template");
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 /// Mints a token for ServiceAccount `sa` in `ns` and writes a kubeconfig that uses it.
