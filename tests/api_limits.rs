@@ -1,7 +1,9 @@
 //! The HTTP API's resource limits against the real operator: thousands of idle connections do
 //! not stop a real request, connections over `--max-connections` wait to be accepted instead of
 //! taking the process down, a client that sends its headers too slowly is cut off after
-//! `--header-read-timeout`, and `?wait` requests over `--max-waits-per-identity` are 429 for
+//! `--header-read-timeout`, a body too slow for `--body-read-timeout` is a 408, one client
+//! address holds no more than `--max-connections-per-address` (a 429 beyond, while other
+//! addresses still get in), and `?wait` requests over `--max-waits-per-identity` are 429 for
 //! that identity only.
 
 mod support;
@@ -104,8 +106,16 @@ async fn five_thousand_idle_connections_do_not_stop_a_real_request() {
             soft > 5_500,
             "this test needs 5,500 open files; the hard limit is {soft}"
         );
-        // Idle connections are held for the whole test, not cut off by the header timeout.
-        let op = Operator::start(&ns, &["--header-read-timeout=120s"]).await;
+        // Idle connections are held for the whole test, not cut off by the header timeout;
+        // all come from one address, so its share is the whole cap here.
+        let op = Operator::start(
+            &ns,
+            &[
+                "--header-read-timeout=120s",
+                "--max-connections-per-address=10000",
+            ],
+        )
+        .await;
         let (rss_before, _) = op.rss_kib();
         let idle = idle_connections(&api_addr(&op), 5_000, Some(&op)).await;
         assert_eq!(
@@ -250,6 +260,95 @@ async fn a_body_that_arrives_too_slowly_is_a_408_and_its_connection_is_closed() 
             closed_after >= Duration::from_millis(1_500),
             "closed too early: {closed_after:?}"
         );
+    })
+    .await;
+}
+
+/// A TCP connection to `addr` from the loopback address `from` (all of 127.0.0.0/8 is local).
+async fn connect_from(from: [u8; 4], addr: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+    socket.connect(addr.parse().unwrap()).await.unwrap()
+}
+
+/// What the server sends on `conn` until it closes it (at most 10 s).
+async fn read_to_close(conn: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut answer))
+        .await
+        .expect("the server closes the connection")
+        .expect("reading the answer");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn one_address_holds_at_most_its_share_of_connections_while_others_get_in() {
+    with_namespace(|_client, ns| async move {
+        let op = Operator::start(
+            &ns,
+            &[
+                "--max-connections-per-address=20",
+                "--header-read-timeout=60s",
+            ],
+        )
+        .await;
+        let addr = api_addr(&op);
+        let greedy = [127, 0, 0, 2];
+        let mut held = Vec::new();
+        for _ in 0..20 {
+            held.push(connect_from(greedy, &addr).await);
+        }
+        wait::until_ok(
+            "the operator to hold the greedy address's 20 connections",
+            Duration::from_secs(10),
+            || async {
+                match metric(&op, "disruption_guard_api_connections").await {
+                    20.0 => Ok(()),
+                    n => Err(format!("it holds {n}")),
+                }
+            },
+        )
+        .await;
+
+        // The 21st from that address is answered 429 at once and closed.
+        let mut over = connect_from(greedy, &addr).await;
+        let answer = read_to_close(&mut over).await;
+        eprintln!("the connection over the share: {answer}");
+        assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+        assert!(answer.contains("application/problem+json"), "{answer}");
+        assert!(answer.contains("--max-connections-per-address"), "{answer}");
+        assert_eq!(
+            metric(
+                &op,
+                "disruption_guard_api_connections_refused_per_address_total"
+            )
+            .await,
+            1.0
+        );
+
+        // Another address is served as ever.
+        assert_eq!(
+            list_within(&op, &ns, Duration::from_secs(5)).await,
+            StatusCode::OK
+        );
+
+        // A connection the greedy address closes frees its place.
+        drop(held.pop());
+        let request = format!(
+            "GET /v1/namespaces/{ns}/windows HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let status = wait::for_some("a freed place to be taken", Duration::from_secs(10), || {
+            let (addr, request) = (addr.clone(), request.clone());
+            async move {
+                let mut conn = connect_from(greedy, &addr).await;
+                conn.write_all(request.as_bytes()).await.ok()?;
+                let answer = read_to_close(&mut conn).await;
+                (!answer.starts_with("HTTP/1.1 429")).then_some(answer)
+            }
+        })
+        .await;
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        drop(held);
     })
     .await;
 }

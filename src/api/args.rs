@@ -118,6 +118,11 @@ pub struct ApiArgs {
     #[arg(long, env = "DISRUPTION_GUARD_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
+    /// Connections one client address may have open at once; one more is answered 429 and
+    /// closed. Behind a proxy every connection comes from the proxy's address: raise it there.
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_address: u32,
+
     /// `?wait=true` requests each identity may have in progress at once; more are answered
     /// 429 (0 refuses every wait).
     #[arg(

@@ -50,6 +50,8 @@ pub struct ApiMetrics {
     pub connection_limit: Gauge,
     /// Connections closed because their request headers did not arrive in time.
     pub header_read_timeouts: Counter,
+    /// Connections answered 429 and closed: their address held `--max-connections-per-address`.
+    pub connections_refused_per_address: Counter,
     /// `?wait` requests refused by `--max-waits-per-identity`.
     pub waits_refused: Counter,
     /// Reloads of the static tokens, by result.
@@ -66,6 +68,7 @@ impl Default for ApiMetrics {
             connections: Gauge::default(),
             connection_limit: Gauge::default(),
             header_read_timeouts: Counter::default(),
+            connections_refused_per_address: Counter::default(),
             waits_refused: Counter::default(),
             static_token_reloads: Family::default(),
             static_tokens: Gauge::default(),
@@ -100,6 +103,11 @@ impl ApiMetrics {
             "api_header_read_timeouts",
             "HTTP API connections closed because their request headers did not arrive within --header-read-timeout",
             self.header_read_timeouts.clone(),
+        );
+        registry.register(
+            "api_connections_refused_per_address",
+            "HTTP API connections answered 429 and closed because their client address held --max-connections-per-address",
+            self.connections_refused_per_address.clone(),
         );
         registry.register(
             "api_waits_refused",

@@ -9,6 +9,7 @@
 //! - [`deadline`]: every call to the API server a request makes is bounded (a 503, never a hang).
 //! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
 
+pub mod address_slots;
 mod args;
 pub mod auth;
 pub mod deadline;
@@ -250,6 +251,7 @@ pub async fn serve(
             open_files,
         ),
         header_read_timeout: args.header_read_timeout,
+        per_address: args.max_connections_per_address as usize,
     };
     if limits.max_connections < args.max_connections as usize {
         warn!(
@@ -263,6 +265,7 @@ pub async fn serve(
         auth = !args.insecure_no_auth,
         max_connections = limits.max_connections,
         header_read_timeout = ?limits.header_read_timeout,
+        max_connections_per_address = limits.per_address,
         max_waits_per_identity = args.max_waits_per_identity,
         "HTTP API listening"
     );

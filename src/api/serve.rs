@@ -3,6 +3,8 @@
 //! listen queue of the kernel, as Go's `netutil.LimitListener` makes them), and a connection
 //! whose request headers are not complete `--header-read-timeout` after it opened, or after
 //! its previous answer, is closed (a slowloris client, or one that connects and sends nothing).
+//! One client address holds at most `--max-connections-per-address` of them
+//! ([`AddressSlots`]); a connection beyond that is answered 429 at once and closed.
 //!
 //! Hand-written on hyper rather than `axum::serve`, which sets neither: its connections wait for
 //! their first bytes without a deadline.
@@ -24,6 +26,7 @@ use tower::ServiceExt as _;
 use tracing::{debug, warn};
 
 use super::ApiMetrics;
+use super::address_slots::AddressSlots;
 
 /// The connection limits of the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +36,20 @@ pub struct ConnectionLimits {
     /// Time a client has to send a request's headers, from when the connection opened or
     /// answered its previous request.
     pub header_read_timeout: Duration,
+    /// Connections one client address may have open at once.
+    pub per_address: usize,
+}
+
+/// The problem body a connection over its address's share is answered with.
+const TOO_MANY_FROM_ADDRESS: &str = r#"{"type":"https://disruption-guard.io/problems/too-many-connections","title":"Too many connections","status":429,"detail":"this client address has --max-connections-per-address connections open already; close some, or raise the limit"}"#;
+
+/// The whole HTTP response with [`TOO_MANY_FROM_ADDRESS`].
+fn too_many_from_address() -> String {
+    format!(
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/problem+json\r\n\
+         connection: close\r\nretry-after: 1\r\ncontent-length: {}\r\n\r\n{TOO_MANY_FROM_ADDRESS}",
+        TOO_MANY_FROM_ADDRESS.len()
+    )
 }
 
 /// Serves `router` on `listener` within `limits` until `shutdown`; requests in flight then get
@@ -45,6 +62,7 @@ pub async fn serve_on(
     shutdown: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let addresses = AddressSlots::new(limits.per_address);
     metrics.connection_limit.set(limits.max_connections as i64);
     let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
     builder
@@ -79,13 +97,22 @@ pub async fn serve_on(
             break;
         };
         let _ = tcp.set_nodelay(true);
+        let Some(address_slot) = addresses.try_acquire(peer.ip()) else {
+            metrics.connections_refused_per_address.inc();
+            debug!(%peer, "API connection refused: its address holds its share of connections");
+            connections.spawn(async move {
+                refuse(tcp).await;
+                drop(slot);
+            });
+            continue;
+        };
         let (router, builder, metrics) = (router.clone(), builder.clone(), metrics.clone());
         let shutdown = shutdown.clone();
         connections.spawn(async move {
             metrics.connections.inc();
             connection(&builder, tcp, peer, router, &metrics, shutdown).await;
             metrics.connections.dec();
-            drop(slot);
+            drop((address_slot, slot));
         });
     }
     drop(listener);
@@ -130,8 +157,40 @@ async fn connection(
     }
 }
 
+/// Answers a connection over its address's share with a 429 problem, within a second, and
+/// closes it.
+async fn refuse(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    let write = async {
+        tcp.write_all(too_many_from_address().as_bytes()).await?;
+        tcp.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+}
+
 /// Whether hyper closed the connection because the request headers came too late.
 fn is_header_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
     err.downcast_ref::<hyper::Error>()
         .is_some_and(hyper::Error::is_timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::too_many_from_address;
+
+    #[test]
+    fn the_refusal_is_a_whole_http_response_with_a_problem_body() {
+        let response = too_many_from_address();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 429 "), "{head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(length, body.len());
+        let problem: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(problem["status"], 429);
+    }
 }
