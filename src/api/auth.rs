@@ -11,9 +11,8 @@
 //!    SubjectAccessReview on `testwindows.disruption-guard.io` in the namespace: Kubernetes
 //!    RBAC is the policy. Positive answers are cached for [`CACHE_TTL`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
 
 use axum::http::{HeaderMap, header};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -32,6 +31,7 @@ use super::static_tokens::StaticToken;
 pub use super::verb::Verb;
 use crate::resources::OpenedBy;
 use crate::resources::names::GROUP;
+use crate::runtime::fresh_cache::FreshCache;
 
 /// How long an allowed (token, namespace, verb) stays cached.
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -90,9 +90,9 @@ pub struct Authenticator {
     static_tokens: RwLock<Vec<StaticToken>>,
     /// CI id-tokens of the trusted issuers, when `--oidc-issuer` names any.
     oidc: OnceLock<Arc<Verifier>>,
-    cache: Mutex<HashMap<CacheKey, (Identity, Instant)>>,
-    /// Kubernetes tokens a TokenReview authenticated, with when: the rate limit's key.
-    reviewed: Mutex<HashMap<String, (Identity, Instant)>>,
+    cache: FreshCache<CacheKey, Identity>,
+    /// Tokens authenticated and authorized lately, with their identity: the rate limit's key.
+    reviewed: FreshCache<String, Identity>,
 }
 
 /// The bearer token of a request, if it carries one.
@@ -135,8 +135,8 @@ impl Authenticator {
             disabled,
             static_tokens: RwLock::new(Vec::new()),
             oidc: OnceLock::new(),
-            cache: Mutex::new(HashMap::new()),
-            reviewed: Mutex::new(HashMap::new()),
+            cache: FreshCache::new(CACHE_MAX, CACHE_TTL),
+            reviewed: FreshCache::new(CACHE_MAX, CACHE_TTL),
         }
     }
 
@@ -154,22 +154,15 @@ impl Authenticator {
                 return Some(Identity::named(format!("static:{}", t.name)));
             }
         }
-        let reviewed = self.reviewed.lock().expect("reviewed tokens lock");
-        reviewed
-            .get(token)
-            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
-            .map(|(identity, _)| identity.clone())
+        self.reviewed.get(&token.to_string())
     }
 
+    /// Known from now on, for the rate limit: requests with `token` count against `identity`,
+    /// not their address. Only once the token was authorized, so a token that may do nothing
+    /// never gets a bucket of its own.
     fn remember_reviewed(&self, token: &str, identity: &Identity) {
-        let mut reviewed = self.reviewed.lock().expect("reviewed tokens lock");
-        if reviewed.len() >= CACHE_MAX {
-            reviewed.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
-            if reviewed.len() >= CACHE_MAX {
-                reviewed.clear();
-            }
-        }
-        reviewed.insert(token.to_string(), (identity.clone(), Instant::now()));
+        self.reviewed
+            .insert(token.to_string(), Identity::named(&identity.name));
     }
 
     /// Accepts CI id-tokens verified by `verifier` (once, at start-up).
@@ -214,29 +207,20 @@ impl Authenticator {
         {
             let ci = verified.map_err(|r| ApiError::Unauthenticated(r.0))?;
             let identity = Identity::named(ci.name());
-            // Known from now on: the rate limit counts this CI job, not its address.
-            self.remember_reviewed(token, &identity);
             let granted = verifier.authorize(&ci, ns, verb).await?;
+            self.remember_reviewed(token, &identity);
             return Ok(Identity {
                 ci: Some(Arc::new(CiGrant { token: ci, granted })),
                 ..identity
             });
         }
         let key = (token.to_string(), ns.to_string(), verb);
-        if let Some((identity, at)) = self.cache.lock().expect("auth cache").get(&key)
-            && at.elapsed() < CACHE_TTL
-        {
-            return Ok(identity.clone());
+        if let Some(identity) = self.cache.get(&key) {
+            return Ok(identity);
         }
         let identity = self.review(token, ns, verb).await?;
-        let mut cache = self.cache.lock().expect("auth cache");
-        if cache.len() >= CACHE_MAX {
-            cache.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
-            if cache.len() >= CACHE_MAX {
-                cache.clear();
-            }
-        }
-        cache.insert(key, (identity.clone(), Instant::now()));
+        self.remember_reviewed(token, &identity);
+        self.cache.insert(key, identity.clone());
         Ok(identity)
     }
 
@@ -274,7 +258,6 @@ impl Authenticator {
         }
         let user = status.user.unwrap_or_default();
         let username = user.username.clone().unwrap_or_default();
-        self.remember_reviewed(token, &Identity::named(username.clone()));
         let sar = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: user.username,

@@ -69,9 +69,7 @@ pub async fn observe(State(state): State<ApiState>, req: Request, next: Next) ->
     let client = rate_key(&state, &req);
     let span = info_span!("request", request_id = %id, method, route = %route);
 
-    let limited = client
-        .as_ref()
-        .is_some_and(|key| !state.limiter.allow(key, started));
+    let limited = client.as_ref().is_some_and(|key| !state.limiter.allow(key));
     let mut resp = if limited {
         ApiError::RateLimited("rate limit: too many requests from this client, retry later".into())
             .into_response()

@@ -2,44 +2,35 @@
 //! else reaches the port). Over the limit a review is allowed without being looked at (fail
 //! open, counted as `rate_limited`): a flood of forged AdmissionReviews then cannot set
 //! rollouts going faster than the limit, and a legitimate flood only loses the holds, as when
-//! the operator is down. Buckets from `governor` (a keyed GCRA limiter) rather than a second
-//! hand-written bucket map beside the API's.
+//! the operator is down. The buckets are the runtime's [`KeyedLimit`], as the API's are.
 
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 
-use governor::{DefaultKeyedRateLimiter, Quota};
+use crate::runtime::keyed_limit::KeyedLimit;
 
 /// Clients remembered before those whose bucket has refilled are forgotten.
 const MAX_CLIENTS: usize = 10_000;
 
-/// Token buckets keyed by client address; `None` inside when the limit is off.
+/// Token buckets keyed by client address.
 #[derive(Debug)]
 pub struct ReviewLimiter {
-    limiter: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    buckets: KeyedLimit<IpAddr>,
 }
 
 impl ReviewLimiter {
-    /// `per_second` reviews per second on average per client address, bursts of `burst`;
-    /// 0 turns the limit off.
+    /// `per_second` reviews per second on average per client address, bursts of `burst` (at
+    /// least `per_second`); 0 turns the limit off.
     pub fn new(per_second: u32, burst: u32) -> Self {
-        let limiter = NonZeroU32::new(per_second).map(|rate| {
-            let burst = NonZeroU32::new(burst.max(per_second)).unwrap_or(rate);
-            governor::RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
-        });
-        ReviewLimiter { limiter }
+        let burst = burst.max(per_second);
+        ReviewLimiter {
+            buckets: KeyedLimit::per_second(f64::from(per_second), burst, MAX_CLIENTS),
+        }
     }
 
     /// Takes one token for `client` (no address: the limit does not apply); false when its
     /// bucket is empty.
     pub fn allow(&self, client: Option<IpAddr>) -> bool {
-        let (Some(limiter), Some(client)) = (&self.limiter, client) else {
-            return true;
-        };
-        if limiter.len() > MAX_CLIENTS {
-            limiter.retain_recent();
-        }
-        limiter.check_key(&client).is_ok()
+        client.is_none_or(|client| self.buckets.allow(&client))
     }
 }
 

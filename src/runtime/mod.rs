@@ -18,6 +18,8 @@ pub mod caches;
 pub mod connection;
 pub mod contact;
 pub mod events;
+pub mod fresh_cache;
+pub mod keyed_limit;
 pub mod leader;
 pub mod lookup;
 pub mod memory;

@@ -9,10 +9,8 @@
 //! per [`EVENT_EVERY`] (one keyed limiter, whose keys are the trusts, written by the namespace's owners, never a
 //! token's claims); the note quotes at most 200 characters of the token's `sub`.
 
-use std::num::NonZeroU32;
 use std::time::Duration;
 
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::EventType;
@@ -22,27 +20,27 @@ use super::token::Claims;
 use super::trust::{Refused, short};
 use crate::resources::CITrust;
 use crate::runtime::events::{Events, Note};
+use crate::runtime::keyed_limit::KeyedLimit;
 
 /// After a burst, at most one `TokenRefused` Event per trust this often.
 pub const EVENT_EVERY: Duration = Duration::from_secs(60);
 /// `TokenRefused` Events a trust may get at once (a pipeline's first few mistakes, each named).
-pub const EVENT_BURST: NonZeroU32 = NonZeroU32::new(5).unwrap();
+pub const EVENT_BURST: u32 = 5;
+/// Trusts remembered before those whose bucket has refilled are forgotten.
+const MAX_TRUSTS: usize = 10_000;
 
 /// Reports refusals; cheap to share behind an `Arc`.
 pub struct Refusals {
     events: Option<Events>,
-    per_trust: DefaultKeyedRateLimiter<String>,
+    per_trust: KeyedLimit<String>,
 }
 
 impl Refusals {
     /// Reports to the log and, when `events` is given, as Events on the trusts.
     pub fn new(events: Option<Events>) -> Self {
-        let quota = Quota::with_period(EVENT_EVERY)
-            .expect("a non-zero period")
-            .allow_burst(EVENT_BURST);
         Self {
             events,
-            per_trust: RateLimiter::keyed(quota),
+            per_trust: KeyedLimit::every(EVENT_EVERY, EVENT_BURST, MAX_TRUSTS),
         }
     }
 
@@ -66,7 +64,7 @@ impl Refusals {
             else {
                 continue;
             };
-            if self.per_trust.check_key(&format!("{ns}/{name}")).is_err() {
+            if !self.per_trust.allow(&format!("{ns}/{name}")) {
                 continue;
             }
             events.publish(
@@ -78,16 +76,14 @@ impl Refusals {
                     note: format!(
                         "a CI token with sub {:?} was refused: {why} (after a burst of {}, at \
                          most one such Event per {}s)",
-                        EVENT_BURST,
                         short(&claims.sub),
+                        EVENT_BURST,
                         EVENT_EVERY.as_secs()
                     ),
                     secondary: None,
                 },
             );
         }
-        // Forget trusts not refused lately (their number is the namespace owners').
-        self.per_trust.retain_recent();
     }
 }
 
@@ -110,13 +106,13 @@ mod tests {
     #[test]
     fn a_burst_of_events_per_trust_then_none_whatever_the_flood() {
         let r = Refusals::new(None);
-        for _ in 0..EVENT_BURST.get() {
-            assert!(r.per_trust.check_key(&"shop/main".to_string()).is_ok());
+        for _ in 0..EVENT_BURST {
+            assert!(r.per_trust.allow(&"shop/main".to_string()));
         }
         for _ in 0..1000 {
-            assert!(r.per_trust.check_key(&"shop/main".to_string()).is_err());
+            assert!(!r.per_trust.allow(&"shop/main".to_string()));
         }
         // Another trust has its own allowance.
-        assert!(r.per_trust.check_key(&"shop/other".to_string()).is_ok());
+        assert!(r.per_trust.allow(&"shop/other".to_string()));
     }
 }
