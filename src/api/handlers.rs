@@ -4,7 +4,7 @@
 //! `get`, list `list`, renew `patch`, close `delete`; the list of every namespace needs `list`
 //! cluster-wide.
 //!
-//! [`Windows`]: super::windows::Windows
+//! [`Windows`]: crate::operations::windows::Windows
 
 use std::time::Duration;
 
@@ -20,9 +20,9 @@ use utoipa::IntoParams;
 use super::ApiState;
 use super::auth::Verb;
 use super::oidc::{bound_open, bound_renew};
-use super::problem::{ApiError, Problem};
-use super::types::{OpenRequest, RenewRequest, WindowList, WindowView};
-use super::windows::{is_ready, is_ready_or_ended, is_released};
+use crate::operations::problem::{ApiError, Problem};
+use crate::operations::types::{OpenRequest, RenewRequest, WindowList, WindowView};
+use crate::operations::windows::{is_ready, is_ready_or_ended, is_released};
 
 /// Header carrying the idempotency key of an open.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -49,9 +49,8 @@ impl WaitQuery {
         }
         let timeout = match &self.timeout {
             None => DEFAULT_WAIT,
-            Some(t) => {
-                super::ttl::parse(t).map_err(|e| ApiError::BadRequest(format!("timeout: {e}")))?
-            }
+            Some(t) => crate::operations::ttl::parse(t)
+                .map_err(|e| ApiError::BadRequest(format!("timeout: {e}")))?,
         };
         if timeout > MAX_WAIT {
             return Err(ApiError::BadRequest("timeout: must be at most 10m".into()));
@@ -111,7 +110,7 @@ fn wait_slot(
 }
 
 fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
-    if !crate::api::selector::is_dns_subdomain(ns) || ns.len() > 63 {
+    if !crate::operations::selector::is_dns_subdomain(ns) || ns.len() > 63 {
         return Err(ApiError::NotFound(format!(
             "namespace: {ns:?} is not a valid namespace name"
         )));
@@ -126,7 +125,7 @@ fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
 
 /// A window name from the path: one that no object can have is a 404 without asking.
 fn check_name(ns: &str, name: &str) -> Result<(), ApiError> {
-    if crate::api::selector::is_dns_subdomain(name) {
+    if crate::operations::selector::is_dns_subdomain(name) {
         Ok(())
     } else {
         Err(ApiError::NotFound(format!(

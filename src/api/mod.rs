@@ -1,33 +1,26 @@
 //! The HTTP API that CI calls to open, renew, read and close test windows: a thin front over
-//! `TestWindow` objects (see [`windows`]); the window controller does the rest, so any
-//! replica can serve it.
+//! `TestWindow` objects (the operations, their types and problems are in
+//! [`crate::operations`]); the window controller does the rest, so any replica can serve it.
 //!
-//! - [`handlers`]: routes, one RBAC verb each; [`types`]: wire types; [`problem`]: errors.
+//! - [`handlers`]: routes, one RBAC verb each.
 //! - [`auth`], [`static_tokens`], [`oidc`] (CI id-tokens, `CITrust`): who may do what;
 //!   [`ratelimit`]: per-client limits; [`waits`]: `?wait` requests in progress per identity.
 //! - [`serve`]: the HTTP server, its connection cap and header-read timeout.
-//! - [`deadline`]: every call to the API server a request makes is bounded (a 503, never a hang).
 //! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
 
 pub mod address_slots;
 mod args;
 pub mod auth;
-pub mod deadline;
 pub mod handlers;
 mod metrics;
 pub mod middleware;
 pub mod oidc;
 pub mod openapi;
-pub mod problem;
 pub mod ratelimit;
-pub mod selector;
 pub mod serve;
 pub mod static_tokens;
-pub mod ttl;
-pub mod types;
 pub mod verb;
 pub mod waits;
-pub mod windows;
 
 pub use args::{ApiArgs, DEFAULT_TOKEN_AUDIENCE};
 pub use metrics::ApiMetrics;
@@ -43,6 +36,8 @@ use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tracing::{info, warn};
 
+use crate::operations::problem::ApiError;
+use crate::operations::{ttl, windows};
 use crate::runtime::Runtime;
 
 /// What the handlers share.
@@ -90,24 +85,8 @@ pub fn router(state: ApiState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(CatchPanicLayer::custom(|_| {
             // A bug, never the client's input: say so honestly, as a problem.
-            let problem = problem::Problem {
-                type_: "https://disruption-guard.io/problems/internal".into(),
-                title: "Internal Server Error".into(),
-                status: 500,
-                detail: "the server failed while answering; see its log".into(),
-                instance: None,
-                window: None,
-            };
-            let mut resp = (
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                axum::Json(problem),
-            )
-                .into_response();
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static(problem::PROBLEM_JSON),
-            );
-            resp
+            ApiError::Internal("the server failed while answering; see its log".into())
+                .into_response()
         }))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

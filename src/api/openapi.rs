@@ -6,8 +6,8 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use super::handlers;
-use super::problem::Problem;
-use super::types::{
+use crate::operations::problem::Problem;
+use crate::operations::types::{
     CiMeta, ConditionView, OpenRequest, OpenedByView, ProtectInput, ProtectedView, RenewRequest,
     ReportView, SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
 };

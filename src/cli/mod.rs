@@ -9,9 +9,11 @@ use crate::telemetry::LogFormat;
 
 pub mod client;
 pub mod completion;
+pub mod connection;
 pub mod crd;
 
-use client::{CloseArgs, Connection, GetArgs, OpenArgs, RenewArgs, RunArgs};
+use client::{CloseArgs, GetArgs, OpenArgs, RenewArgs, RunArgs};
+use connection::Connection;
 
 /// Keeps node autoscalers (Karpenter, Cluster Autoscaler) from killing lone-replica pods while
 /// CI tests run.

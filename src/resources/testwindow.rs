@@ -225,6 +225,29 @@ impl Phase {
     pub fn is_final(self) -> bool {
         matches!(self, Phase::Expired | Phase::Closed)
     }
+
+    /// The phase a status names (`as_str`'s inverse).
+    pub fn from_name(name: &str) -> Option<Phase> {
+        [Phase::Pending, Phase::Active, Phase::Expired, Phase::Closed]
+            .into_iter()
+            .find(|p| p.as_str() == name)
+    }
+}
+
+/// The type of the condition that says whether protection is in effect.
+pub const READY: &str = "Ready";
+
+/// Whether protection is in effect, from the `Ready` condition's status.
+pub fn is_ready(ready_status: Option<&str>) -> bool {
+    ready_status == Some("True")
+}
+
+/// Whether a window has ended and its protection is gone, from its phase and the `Ready`
+/// condition's reason. The controller records the end first (the phase turns final, `Ready`
+/// False with reason [`RELEASING`]) and removes the protection after, so a final phase alone
+/// does not mean released. The one decision the status, the API's view and the client share.
+pub fn is_released(phase: Phase, ready_reason: Option<&str>) -> bool {
+    phase.is_final() && ready_reason != Some(RELEASING)
 }
 
 /// Observed state of a window, written only by the window controller.
@@ -270,19 +293,20 @@ pub const RELEASING: &str = "Releasing";
 impl TestWindowStatus {
     /// The `Ready` condition, if the controller has written one.
     pub fn ready_condition(&self) -> Option<&Condition> {
-        self.conditions.iter().find(|c| c.type_ == "Ready")
+        self.conditions.iter().find(|c| c.type_ == READY)
     }
 
-    /// Whether protection is in effect: `Ready` is True.
+    /// Whether protection is in effect: `Ready` is True ([`is_ready`]).
     pub fn is_ready(&self) -> bool {
-        self.ready_condition().is_some_and(|c| c.status == "True")
+        is_ready(self.ready_condition().map(|c| c.status.as_str()))
     }
 
-    /// Whether the window has ended and its protection is gone. The controller records the
-    /// end first (the phase turns final, `Ready` False with reason `Releasing`) and removes the
-    /// protection after, so a final phase alone does not mean released.
+    /// Whether the window has ended and its protection is gone ([`is_released`]).
     pub fn is_released(&self) -> bool {
-        self.phase.is_final() && self.ready_condition().is_none_or(|c| c.reason != RELEASING)
+        is_released(
+            self.phase,
+            self.ready_condition().map(|c| c.reason.as_str()),
+        )
     }
 }
 

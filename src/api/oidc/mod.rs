@@ -36,9 +36,9 @@ use self::keys::IssuerKeys;
 use self::refusals::Refusals;
 use self::token::{Claims, Refusal};
 use self::trust::{Asked, Granted};
-use super::problem::ApiError;
-use super::types::SelectorInput;
 use super::verb::Verb;
+use crate::operations::problem::ApiError;
+use crate::operations::types::SelectorInput;
 use crate::resources::{CITrust, OpenedBy, TestWindow};
 
 /// Longest a request waits for the CITrust cache's first list before it is refused (503).
@@ -251,7 +251,7 @@ pub fn bound_open(
     selector: Option<&SelectorInput>,
     daemon_sets: bool,
 ) -> Result<Option<String>, ApiError> {
-    let match_labels = match selector.map(super::selector::parse) {
+    let match_labels = match selector.map(crate::operations::selector::parse) {
         None => Default::default(),
         Some(Ok(sel)) => sel.match_labels,
         Some(Err(_)) => return Ok(None),
@@ -291,12 +291,12 @@ fn bound(
     daemon_sets: bool,
 ) -> Result<Option<String>, ApiError> {
     let (ttl, fill) = match requested {
-        Some(text) => match super::ttl::parse(text) {
+        Some(text) => match crate::operations::ttl::parse(text) {
             Ok(ttl) => (ttl, None),
             Err(_) => return Ok(None),
         },
         None => match trust::ttl_cap(granted) {
-            Some(cap) if cap < default => (cap, Some(super::ttl::format(cap))),
+            Some(cap) if cap < default => (cap, Some(crate::operations::ttl::format(cap))),
             _ => (default, None),
         },
     };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PostParams};
 use kube::core::ObjectMeta;
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
@@ -20,20 +20,17 @@ use super::problem::ApiError;
 use super::selector;
 use super::ttl::TtlLimits;
 use super::types::{OpenRequest, RenewRequest, SelectorObject, WindowList, WindowView};
-use crate::resources::names::{FINALIZER, MANAGED_BY_KEY, MANAGED_BY_VALUE};
+use crate::resources::names::{
+    CLOSE_MANAGER, FIELD_MANAGER, FINALIZER, MANAGED_BY_KEY, MANAGED_BY_VALUE, RENEW_MANAGER,
+};
 use crate::resources::{OpenedBy, Protect, TestWindow, TestWindowSpec};
+use crate::runtime::write;
 
 /// Annotation holding the idempotency key a window was opened with.
 pub const IDEMPOTENCY_ANNOTATION: &str = "disruption-guard.io/idempotency-key";
 /// Annotation holding a digest of the request a window was opened with, beside its key: the
 /// key reused with another request is refused (422), as the IETF Idempotency-Key draft says.
 pub const REQUEST_DIGEST_ANNOTATION: &str = "disruption-guard.io/idempotency-request";
-/// Field manager of the create made by an open.
-pub const OPEN_MANAGER: &str = "disruption-guard";
-/// Field manager of `spec.expiresAt`, written by a renew.
-pub const RENEW_MANAGER: &str = "disruption-guard/renew";
-/// Field manager of `spec.closed`, written by a close.
-pub const CLOSE_MANAGER: &str = "disruption-guard/close";
 /// Longest accepted idempotency key.
 pub const MAX_KEY_LEN: usize = 255;
 /// Operations on the windows of any namespace.
@@ -218,12 +215,12 @@ impl Windows {
         tw.spec.opened_by = opened_by;
         let api = self.api(ns);
         let pp = PostParams {
-            field_manager: Some(OPEN_MANAGER.into()),
+            field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
         match bounded(api.create(&pp, &tw)).await {
             Ok(created) => Ok((created, true)),
-            Err(kube::Error::Api(status)) if status.code == 409 => {
+            Err(e) if write::is_conflict(&e) => {
                 let name = tw.metadata.name.clone().unwrap_or_default();
                 let existing = bounded(api.get(&name))
                     .await
@@ -359,11 +356,10 @@ impl Windows {
             "metadata": {"name": name},
             "spec": spec,
         });
-        bounded(self.api(ns).patch(
-            name,
-            &PatchParams::apply(manager).force(),
-            &Patch::Apply(patch),
-        ))
+        bounded(
+            self.api(ns)
+                .patch(name, &write::apply_forced(manager), &Patch::Apply(patch)),
+        )
         .await
         .map_err(|e| ApiError::from_kube(e, &format!("{doing} window {name}")))
     }
@@ -416,7 +412,7 @@ impl Windows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::types::SelectorInput;
+    use crate::operations::types::SelectorInput;
 
     const LIMITS: TtlLimits = TtlLimits {
         default: Duration::from_secs(1800),
@@ -444,10 +440,12 @@ mod tests {
             ..Default::default()
         };
         let object = OpenRequest {
-            selector: Some(SelectorInput::Object(crate::api::types::SelectorObject {
-                match_labels: [("app".to_string(), "web".to_string())].into(),
-                ..Default::default()
-            })),
+            selector: Some(SelectorInput::Object(
+                crate::operations::types::SelectorObject {
+                    match_labels: [("app".to_string(), "web".to_string())].into(),
+                    ..Default::default()
+                },
+            )),
             ttl: Some("1800s".into()),
             reason: Some(String::new()),
             idempotency_key: Some("k".into()),

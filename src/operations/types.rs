@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::resources::testwindow::{self, Phase};
 use crate::resources::{CiInfo, OpenedBy, TestWindow};
 
 /// Body of `POST /v1/namespaces/{namespace}/windows`.
@@ -387,11 +388,12 @@ impl WindowView {
     /// Whether the window has ended and the controller has released its protection (it
     /// records the end first, with `Ready` False for reason `Releasing`, and releases after).
     pub fn is_finished(&self) -> bool {
-        (self.phase == "Closed" || self.phase == "Expired")
-            && !self
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.reason == crate::resources::RELEASING)
+        let ready = self
+            .conditions
+            .iter()
+            .find(|c| c.type_ == testwindow::READY);
+        Phase::from_name(&self.phase)
+            .is_some_and(|phase| testwindow::is_released(phase, ready.map(|c| c.reason.as_str())))
     }
 }
 
