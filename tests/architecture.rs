@@ -31,23 +31,6 @@ const LAYERS: &[&[&str]] = &[
 /// Lines a file may hold outside its `#[cfg(test)]` items (doc comments count: they are read).
 const MAX_CODE_LINES: usize = 400;
 
-/// Files over [`MAX_CODE_LINES`] today, each to be split by concept; the check fails when one
-/// more appears, and when one of these no longer is (so the list only shrinks).
-const KNOWN_LARGE: &[&str] = &[
-    "src/api/handlers.rs",
-    "src/operations/types.rs",
-    "src/operations/windows.rs",
-    "src/resources/testwindow.rs",
-];
-
-/// Groups of modules that use each other today (see [`cycles`]); the same ratchet.
-const KNOWN_CYCLES: &[&str] = &[
-    "api ↔ api::handlers ↔ api::middleware ↔ api::openapi",
-    "api::oidc ↔ api::oidc::fetch ↔ api::oidc::issuers ↔ api::oidc::keys",
-    "cli ↔ cli::completion",
-    "window::run ↔ window::startup",
-];
-
 fn layer_of(top: &str) -> usize {
     LAYERS
         .iter()
@@ -495,15 +478,6 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
     t.found
 }
 
-/// What is found beyond the known list, and what the known list names that is no longer found.
-fn ratchet(found: &BTreeSet<String>, known: &[&str]) -> (Vec<String>, Vec<String>) {
-    let known: BTreeSet<String> = known.iter().map(|s| s.to_string()).collect();
-    (
-        found.difference(&known).cloned().collect(),
-        known.difference(found).cloned().collect(),
-    )
-}
-
 #[test]
 fn each_layer_uses_only_the_layers_below_it() {
     let krate = Crate::load();
@@ -526,53 +500,27 @@ fn each_layer_uses_only_the_layers_below_it() {
 
 #[test]
 fn no_module_uses_itself_through_others() {
-    let krate = Crate::load();
-    let (new, gone) = ratchet(&cycles(&krate.graph()), KNOWN_CYCLES);
+    let found = cycles(&Crate::load().graph());
     assert!(
-        new.is_empty() && gone.is_empty(),
-        "import cycles not in KNOWN_CYCLES:\n{}\nin KNOWN_CYCLES but gone (remove them):\n{}",
-        new.join("\n"),
-        gone.join("\n")
+        found.is_empty(),
+        "modules that use each other:\n{}",
+        found.into_iter().collect::<Vec<_>>().join("\n")
     );
 }
 
 #[test]
 fn no_file_holds_more_than_400_lines_outside_its_tests() {
     let krate = Crate::load();
-    let large: BTreeSet<String> = krate
+    let large: Vec<String> = krate
         .modules
-        .keys()
-        .filter(|k| krate.code_lines(k) > MAX_CODE_LINES)
-        .map(|k| {
-            krate.modules[k]
-                .file
-                .strip_prefix(env!("CARGO_MANIFEST_DIR"))
-                .unwrap()
-                .display()
-                .to_string()
-        })
+        .iter()
+        .filter(|(k, _)| krate.code_lines(k) > MAX_CODE_LINES)
+        .map(|(k, m)| format!("{}: {} lines", m.file.display(), krate.code_lines(k)))
         .collect();
-    let (new, gone) = ratchet(&large, KNOWN_LARGE);
-    let lines = |files: &[String]| {
-        files
-            .iter()
-            .map(|f| {
-                let key = krate
-                    .modules
-                    .iter()
-                    .find(|(_, m)| m.file.ends_with(f))
-                    .unwrap()
-                    .0;
-                format!("{f}: {} lines", krate.code_lines(key))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     assert!(
-        new.is_empty() && gone.is_empty(),
-        "files over {MAX_CODE_LINES} lines outside their tests not in KNOWN_LARGE:\n{}\nin KNOWN_LARGE but no longer over (remove them):\n{}",
-        lines(&new),
-        gone.join("\n")
+        large.is_empty(),
+        "files over {MAX_CODE_LINES} lines outside their tests (split them by concept):\n{}",
+        large.join("\n")
     );
 }
 

@@ -2,6 +2,8 @@
 //! Served at `/v1/openapi.json`, printed by `disruption-guard openapi`, kept in
 //! `docs/openapi.json` (a test checks the copy is current).
 
+use axum::http::header;
+use axum::response::IntoResponse;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
@@ -23,7 +25,7 @@ use crate::operations::types::{
     ),
     paths(
         handlers::open, handlers::list, handlers::list_all, handlers::get, handlers::renew, handlers::close,
-        super::serve_openapi
+        serve_openapi
     ),
     components(schemas(
         OpenRequest, RenewRequest, WindowView, WindowList, SelectorInput, SelectorObject,
@@ -66,4 +68,13 @@ pub fn json() -> String {
         .expect("the OpenAPI document serializes");
     out.push('\n');
     out
+}
+
+/// This document.
+#[utoipa::path(
+    get, path = "/v1/openapi.json", tag = "meta", security(()),
+    responses((status = 200, description = "The OpenAPI document of this API", body = Object, content_type = "application/json"))
+)]
+pub(crate) async fn serve_openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], json())
 }

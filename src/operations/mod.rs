@@ -4,14 +4,16 @@
 //! or, in its direct (`--kubeconfig`) mode, here.
 //!
 //! - [`windows`]: the operations themselves, each call to the API server bounded in time
-//!   ([`deadline`]);
-//! - [`types`]: the wire types (requests, the window view); [`selector`]: label selectors in
-//!   requests; [`ttl`]: a window's time to live;
+//!   ([`deadline`]); [`open`]: the object an open creates, decided without the API server;
+//! - [`types`]: the wire types (requests, the window view); [`view`]: a `TestWindow` as its
+//!   view; [`selector`]: label selectors in requests; [`ttl`]: a window's time to live;
 //! - [`problem`]: errors as `application/problem+json`.
 
 pub mod deadline;
+pub mod open;
 pub mod problem;
 pub mod selector;
 pub mod ttl;
 pub mod types;
+pub mod view;
 pub mod windows;

@@ -12,7 +12,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
 use super::context::{Context, WindowStores};
-use super::startup::startup;
+use super::startup::{GATE, startup};
 use super::{WindowArgs, WindowMetrics, apply, reconcile, wakeups};
 use crate::k8s::signals::Signal;
 use crate::k8s::trim;
@@ -20,9 +20,6 @@ use crate::resources::TestWindow;
 use crate::runtime::caches::{Caches, ChangeFeed};
 use crate::runtime::events::Events;
 use crate::runtime::{Pods, Runtime, Scope};
-
-/// The window controller's readiness gate.
-pub(super) const GATE: &str = "window-controller";
 
 /// Runs the window controller until shutdown; `signals` mark a node as being disrupted in the
 /// windows' reports (the drain watcher's `--drain-signals`).

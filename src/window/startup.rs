@@ -9,9 +9,11 @@ use futures::FutureExt;
 use tracing::{info, warn};
 
 use super::context::Context;
-use super::run::GATE;
 use super::sweep;
 use crate::runtime::caches::Caches;
+
+/// The window controller's readiness gate: registered at its start, open once synced.
+pub(super) const GATE: &str = "window-controller";
 
 /// Waits for every cache, opens the readiness gate, then sweeps leftovers whenever this
 /// replica leads: at once, and every [`sweep::SWEEP_INTERVAL`] after.

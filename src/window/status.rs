@@ -10,7 +10,7 @@ use super::plan::{self, WindowFacts, WindowPlan};
 use super::report;
 use super::timing::Timing;
 use crate::k8s::signals::Signal;
-use crate::resources::testwindow::READY;
+use crate::resources::window_status::READY;
 use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
 
 /// The status after a reconcile that computed `plan` from `world` at `now`; `signals` say which

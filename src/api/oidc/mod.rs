@@ -22,6 +22,8 @@ pub mod refusals;
 pub mod token;
 pub mod trust;
 
+pub use issuers::normalize_issuer;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,15 +106,6 @@ pub struct Verifier {
     audience: String,
     max_token_lifetime: Duration,
     cache: TrustCache,
-}
-
-/// Normalizes an issuer URL as tokens carry it: no trailing slash.
-pub fn normalize_issuer(url: &str) -> Result<String, String> {
-    let url = url.trim().trim_end_matches('/');
-    if !url.starts_with("https://") || url.len() <= "https://".len() {
-        return Err(format!("--oidc-issuer {url:?}: must be an https:// URL"));
-    }
-    Ok(url.to_string())
 }
 
 /// What a [`Verifier`] checks, from the operator's flags.
