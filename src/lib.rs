@@ -5,12 +5,13 @@
 //! - [`k8s`]: pure Kubernetes helpers several parts share (managedFields, trimming).
 //! - [`runtime`]: what the components run on — client, shared caches, leader status,
 //!   readiness, shutdown, identity.
+//! - [`operations`]: the window operations (open, renew, close, …), their wire types and
+//!   problems, shared by the HTTP API and the CI client.
 //! - [`window`]: the window controller — decides and applies protection for open windows.
 //! - [`drain`]: the drain watcher — rolls out lone-replica Deployments on draining nodes.
 //! - [`intercept`]: the eviction interception — a webhook that holds back evictions of lone
 //!   replicas on draining nodes while their Deployment rolls out.
 //! - [`api`]: the HTTP API CI calls to open, renew and close windows.
-//! - [`intercept`]: the eviction webhook — its certificate, HTTPS server and registration.
 //! - [`operator`]: wiring — flags, the metrics registry, admin endpoints, start-up.
 //! - [`client`]: the CI client (`open`, `close`, `run`, …) over the API or the cluster.
 //! - [`cli`]: the command line (operator, CI client, `crd`, `openapi`).
@@ -21,6 +22,7 @@ pub mod client;
 pub mod drain;
 pub mod intercept;
 pub mod k8s;
+pub mod operations;
 pub mod operator;
 pub mod resources;
 pub mod runtime;

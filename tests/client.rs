@@ -689,7 +689,7 @@ async fn run_survives_operator_restarts_in_the_middle_and_still_renews_and_close
         let tw = window(&kube, &ns, &name).await;
         assert!(tw.spec.closed, "run closed its window: {stderr}");
         assert!(
-            disruption_guard::api::windows::is_released(&tw),
+            disruption_guard::operations::windows::is_released(&tw),
             "{:?}",
             tw.status
         );

@@ -3,7 +3,8 @@
 
 use clap::Args;
 
-use super::{oidc, ratelimit, static_tokens, ttl};
+use super::{oidc, ratelimit, static_tokens};
+use crate::operations::ttl;
 
 /// `--token-audience` when none is given: the same for every install.
 pub const DEFAULT_TOKEN_AUDIENCE: &str = "disruption-guard";

@@ -23,12 +23,12 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use subtle::ConstantTimeEq;
 
-use super::deadline::bounded;
 use super::oidc::trust::Granted;
 use super::oidc::{CiToken, Verifier};
-use super::problem::ApiError;
 use super::static_tokens::StaticToken;
 pub use super::verb::Verb;
+use crate::operations::deadline::bounded;
+use crate::operations::problem::ApiError;
 use crate::resources::OpenedBy;
 use crate::resources::names::GROUP;
 use crate::runtime::fresh_cache::FreshCache;

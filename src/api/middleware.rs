@@ -15,8 +15,8 @@ use axum::response::{IntoResponse, Response};
 use tracing::{Instrument, info, info_span, warn};
 
 use super::ApiState;
-use super::problem::{ApiError, PROBLEM_JSON};
 use super::ratelimit::{RateKey, client_address};
+use crate::operations::problem::{ApiError, PROBLEM_JSON};
 
 /// Header carrying the request id.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -179,29 +179,9 @@ async fn as_problem(resp: Response, path: &str) -> Response {
         return Response::from_parts(parts, Body::from(bytes));
     }
     let text = String::from_utf8_lossy(&bytes).trim().to_string();
-    let status = parts.status;
-    let err = match status.as_u16() {
-        400 => ApiError::BadRequest(text),
-        401 => ApiError::Unauthenticated(text),
-        403 => ApiError::Forbidden(text),
-        404 => ApiError::NotFound(if text.is_empty() {
-            format!("no route for {path}")
-        } else {
-            text
-        }),
-        405 => ApiError::MethodNotAllowed(format!("method not allowed on {path}")),
-        409 => ApiError::Conflict(text),
-        413 => ApiError::PayloadTooLarge(format!("body: {text}")),
-        415 => ApiError::UnsupportedMediaType(text),
-        422 => ApiError::Unprocessable(text),
-        429 => ApiError::RateLimited(text),
-        _ => ApiError::Unavailable(if text.is_empty() {
-            "the server could not answer".into()
-        } else {
-            text
-        }),
-    };
-    let problem = err.to_problem(Some(path.to_string()));
+    let mut problem = ApiError::from_status(parts.status, text, path).to_problem(Some(path.into()));
+    // The status axum chose stays, also where it maps to a generic problem (a 408 or a 500).
+    problem.status = parts.status.as_u16();
     let mut out = Response::from_parts(
         parts,
         Body::from(serde_json::to_vec(&problem).unwrap_or_default()),
@@ -209,15 +189,5 @@ async fn as_problem(resp: Response, path: &str) -> Response {
     out.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
     out.headers_mut().remove(header::CONTENT_LENGTH);
-    // Keep the status axum chose (405 stays 405 even though it maps to a generic problem).
-    *out.status_mut() = status;
-    if let Some(p) = serde_json::to_value(&problem)
-        .ok()
-        .as_mut()
-        .and_then(|v| v.as_object_mut())
-    {
-        p.insert("status".into(), status.as_u16().into());
-        *out.body_mut() = Body::from(serde_json::Value::Object(p.clone()).to_string());
-    }
     out
 }

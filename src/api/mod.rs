@@ -1,281 +1,33 @@
 //! The HTTP API that CI calls to open, renew, read and close test windows: a thin front over
-//! `TestWindow` objects (see [`windows`]); the window controller does the rest, so any
-//! replica can serve it.
+//! `TestWindow` objects (the operations, their types and problems are in
+//! [`crate::operations`]); the window controller does the rest, so any replica can serve it.
 //!
-//! - [`handlers`]: routes, one RBAC verb each; [`types`]: wire types; [`problem`]: errors.
+//! - [`handlers`]: routes, one RBAC verb each; [`request`]: what each checks first.
 //! - [`auth`], [`static_tokens`], [`oidc`] (CI id-tokens, `CITrust`): who may do what;
 //!   [`ratelimit`]: per-client limits; [`waits`]: `?wait` requests in progress per identity.
 //! - [`serve`]: the HTTP server, its connection cap and header-read timeout.
-//! - [`deadline`]: every call to the API server a request makes is bounded (a 503, never a hang).
 //! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
 
 pub mod address_slots;
 mod args;
 pub mod auth;
-pub mod deadline;
 pub mod handlers;
 mod metrics;
 pub mod middleware;
 pub mod oidc;
 pub mod openapi;
-pub mod problem;
 pub mod ratelimit;
-pub mod selector;
+pub mod request;
+mod router;
+mod run;
 pub mod serve;
+mod state;
 pub mod static_tokens;
-pub mod ttl;
-pub mod types;
 pub mod verb;
 pub mod waits;
-pub mod windows;
 
 pub use args::{ApiArgs, DEFAULT_TOKEN_AUDIENCE};
 pub use metrics::ApiMetrics;
-
-use std::sync::Arc;
-
-use anyhow::Context as _;
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::{get, post};
-use tower_http::catch_panic::CatchPanicLayer;
-use tracing::{info, warn};
-
-use crate::runtime::Runtime;
-
-/// What the handlers share.
-#[derive(Clone)]
-pub struct ApiState {
-    /// The runtime (client, scope, shutdown).
-    pub runtime: Runtime,
-    /// Largest accepted request body, in bytes (`--max-body-bytes`).
-    pub max_body_bytes: usize,
-    /// Time a client has to send a request's whole body (`--body-read-timeout`).
-    pub body_read_timeout: std::time::Duration,
-    /// Window operations.
-    pub windows: windows::Windows,
-    /// Authentication and authorization.
-    pub auth: Arc<auth::Authenticator>,
-    /// Per-client rate limit.
-    pub limiter: Arc<ratelimit::RateLimiter>,
-    /// Proxies whose `X-Forwarded-For` is believed (`--trusted-proxies`).
-    pub trusted_proxies: Arc<Vec<ipnet::IpNet>>,
-    /// The API's metrics.
-    pub metrics: Arc<ApiMetrics>,
-    /// `?wait` requests in progress per identity (`--max-waits-per-identity`).
-    pub waits: Arc<waits::WaitLimiter>,
-}
-
-/// The API's routes, with every middleware.
-pub fn router(state: ApiState) -> Router {
-    let limit = state.max_body_bytes;
-    Router::new()
-        .route(
-            "/v1/namespaces/{namespace}/windows",
-            post(handlers::open).get(handlers::list),
-        )
-        .route("/v1/windows", get(handlers::list_all))
-        .route(
-            "/v1/namespaces/{namespace}/windows/{name}",
-            get(handlers::get).delete(handlers::close),
-        )
-        .route(
-            "/v1/namespaces/{namespace}/windows/{name}/renew",
-            post(handlers::renew),
-        )
-        .route("/v1/openapi.json", get(serve_openapi))
-        .fallback(handlers::not_found)
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(CatchPanicLayer::custom(|_| {
-            // A bug, never the client's input: say so honestly, as a problem.
-            let problem = problem::Problem {
-                type_: "https://disruption-guard.io/problems/internal".into(),
-                title: "Internal Server Error".into(),
-                status: 500,
-                detail: "the server failed while answering; see its log".into(),
-                instance: None,
-                window: None,
-            };
-            let mut resp = (
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                axum::Json(problem),
-            )
-                .into_response();
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static(problem::PROBLEM_JSON),
-            );
-            resp
-        }))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            middleware::read_body,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            middleware::observe,
-        ))
-        .with_state(state)
-}
-
-/// This document.
-#[utoipa::path(
-    get, path = "/v1/openapi.json", tag = "meta", security(()),
-    responses((status = 200, description = "The OpenAPI document of this API", body = Object, content_type = "application/json"))
-)]
-pub(crate) async fn serve_openapi() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        openapi::json(),
-    )
-}
-
-/// Serves the HTTP API until shutdown. `max_ttl` is the longest a window may stay open (the
-/// window controller's `--max-ttl`: one limit for both).
-pub async fn serve(
-    runtime: Runtime,
-    args: ApiArgs,
-    max_ttl: std::time::Duration,
-    metrics: Arc<ApiMetrics>,
-) -> anyhow::Result<()> {
-    let state = &runtime;
-    anyhow::ensure!(
-        args.default_ttl <= max_ttl,
-        "--default-ttl must not exceed --max-ttl"
-    );
-    let auth = Arc::new(auth::Authenticator::new(
-        state.client.clone(),
-        args.token_audience.clone(),
-        args.insecure_no_auth,
-    ));
-    if args.insecure_no_auth {
-        warn!(
-            "--insecure-no-auth: the HTTP API accepts every request without credentials; use it for local runs only"
-        );
-    }
-    // Held until the API stops: dropping them stops the CITrust watches.
-    let _trust_watches = if args.oidc_issuers.is_empty() || args.insecure_no_auth {
-        None
-    } else {
-        anyhow::ensure!(
-            args.oidc_keys_max_age >= std::time::Duration::from_secs(10),
-            "--oidc-keys-max-age must be at least 10s"
-        );
-        let issuers = oidc::issuers::resolve(
-            &args.oidc_issuers,
-            &args.oidc_ca_files,
-            &args.oidc_jwks_hosts,
-        )
-        .map_err(anyhow::Error::msg)?;
-        let settings = oidc::Settings {
-            issuers,
-            audience: args.token_audience.clone(),
-            max_token_lifetime: args.oidc_max_token_lifetime,
-            keys_max_age: args.oidc_keys_max_age,
-        };
-        let (trusts, forbidden, tasks) =
-            crate::runtime::caches::ci_trusts(&state.client, &state.ready, state.watch_scope());
-        let verifier = Arc::new(oidc::Verifier::new(
-            settings,
-            oidc::TrustCache {
-                trusts,
-                forbidden,
-                refusals: Arc::new(oidc::refusals::Refusals::new(Some(
-                    crate::runtime::events::Events::new(state),
-                ))),
-            },
-        )?);
-        verifier.start_refresh(state.shutdown.clone());
-        auth.set_oidc(verifier);
-        if args.token_audience == DEFAULT_TOKEN_AUDIENCE {
-            warn!(
-                audience = DEFAULT_TOKEN_AUDIENCE,
-                "--token-audience is the default, the same for every install: an id-token minted \
-                 for another install's guard is accepted here too; give this install an audience \
-                 of its own (the chart: clusterName)"
-            );
-        }
-        info!(issuers = ?args.oidc_issuers, audience = %args.token_audience, max_token_lifetime = ?args.oidc_max_token_lifetime, "CI id-tokens of these issuers are verified by the API");
-        Some(tasks)
-    };
-    let source = match (&args.static_tokens_secret, &args.static_tokens_file) {
-        (Some(s), _) => Some(s.clone()),
-        (None, Some(path)) => Some(static_tokens::Source::File(path.clone())),
-        (None, None) => None,
-    };
-    if let Some(source) = source {
-        let install = {
-            let auth = auth.clone();
-            move |tokens| auth.set_static_tokens(tokens)
-        };
-        static_tokens::start(
-            source,
-            state.client.clone(),
-            install,
-            metrics.clone(),
-            state.shutdown.clone(),
-        )
-        .await
-        .context("loading static tokens")?;
-    }
-    let api_state = ApiState {
-        windows: windows::Windows::new(
-            state.client.clone(),
-            ttl::TtlLimits {
-                default: args.default_ttl,
-                max: max_ttl,
-            },
-        ),
-        auth,
-        limiter: Arc::new(ratelimit::RateLimiter::new(
-            args.rate_limit,
-            args.rate_burst,
-        )),
-        trusted_proxies: Arc::new(args.trusted_proxies.clone()),
-        waits: waits::WaitLimiter::new(args.max_waits_per_identity as usize),
-        metrics: metrics.clone(),
-        max_body_bytes: args.max_body_bytes,
-        body_read_timeout: args.body_read_timeout,
-        runtime: runtime.clone(),
-    };
-    let addr = args.api_addr;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the API address {addr}"))?;
-    let open_files = crate::runtime::open_files::raise_soft_limit();
-    let limits = serve::ConnectionLimits {
-        max_connections: crate::runtime::open_files::connections_within(
-            args.max_connections as usize,
-            open_files,
-        ),
-        header_read_timeout: args.header_read_timeout,
-        per_address: args.max_connections_per_address as usize,
-    };
-    if limits.max_connections < args.max_connections as usize {
-        warn!(
-            max_connections = limits.max_connections,
-            open_files_limit = open_files,
-            "--max-connections lowered to what the limit of open files leaves"
-        );
-    }
-    info!(
-        addr = %listener.local_addr()?,
-        auth = !args.insecure_no_auth,
-        max_connections = limits.max_connections,
-        header_read_timeout = ?limits.header_read_timeout,
-        max_connections_per_address = limits.per_address,
-        max_waits_per_identity = args.max_waits_per_identity,
-        "HTTP API listening"
-    );
-    serve::serve_on(
-        listener,
-        router(api_state),
-        limits,
-        metrics,
-        state.shutdown.clone(),
-    )
-    .await;
-    Ok(())
-}
+pub use router::router;
+pub use run::serve;
+pub use state::ApiState;

@@ -2,12 +2,14 @@
 //! Served at `/v1/openapi.json`, printed by `disruption-guard openapi`, kept in
 //! `docs/openapi.json` (a test checks the copy is current).
 
+use axum::http::header;
+use axum::response::IntoResponse;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use super::handlers;
-use super::problem::Problem;
-use super::types::{
+use crate::operations::problem::Problem;
+use crate::operations::types::{
     CiMeta, ConditionView, OpenRequest, OpenedByView, ProtectInput, ProtectedView, RenewRequest,
     ReportView, SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
 };
@@ -23,7 +25,7 @@ use super::types::{
     ),
     paths(
         handlers::open, handlers::list, handlers::list_all, handlers::get, handlers::renew, handlers::close,
-        super::serve_openapi
+        serve_openapi
     ),
     components(schemas(
         OpenRequest, RenewRequest, WindowView, WindowList, SelectorInput, SelectorObject,
@@ -66,4 +68,13 @@ pub fn json() -> String {
         .expect("the OpenAPI document serializes");
     out.push('\n');
     out
+}
+
+/// This document.
+#[utoipa::path(
+    get, path = "/v1/openapi.json", tag = "meta", security(()),
+    responses((status = 200, description = "The OpenAPI document of this API", body = Object, content_type = "application/json"))
+)]
+pub(crate) async fn serve_openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], json())
 }

@@ -13,10 +13,8 @@
 
 use std::io::Write;
 
-use clap::{Args, CommandFactory, ValueEnum};
+use clap::{Args, ValueEnum};
 use clap_complete::Shell as Generator;
-
-use super::Cli;
 
 /// The shells a completion script can be printed for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,9 +47,8 @@ pub struct CompletionArgs {
     pub shell: Shell,
 }
 
-/// The completion script for `shell`.
-pub fn script(shell: Shell) -> String {
-    let mut command = Cli::command();
+/// The completion script for `shell` of the command line `command` (`Cli::command()`).
+pub fn script(shell: Shell, mut command: clap::Command) -> String {
     let name = command.get_name().to_owned();
     let mut out = Vec::new();
     clap_complete::generate(shell.generator(), &mut command, &name, &mut out);
@@ -75,22 +72,24 @@ fn fix_bash_hyphenated_name(text: String, name: &str) -> String {
     text.replace(&mangled, &name.replace('-', "__"))
 }
 
-/// Prints the completion script for `shell` to stdout.
-pub fn print(shell: Shell) -> anyhow::Result<()> {
+/// Prints the completion script for `shell` of `command` to stdout.
+pub fn print(shell: Shell, command: clap::Command) -> anyhow::Result<()> {
     std::io::stdout()
         .lock()
-        .write_all(script(shell).as_bytes())?;
+        .write_all(script(shell, command).as_bytes())?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::Cli;
+    use clap::CommandFactory;
 
     #[test]
     fn every_shell_completes_the_subcommands() {
         for shell in Shell::value_variants() {
-            let text = script(*shell);
+            let text = script(*shell, Cli::command());
             assert!(
                 text.contains("disruption-guard"),
                 "{shell:?}: no binary name"
@@ -118,7 +117,7 @@ mod tests {
     #[test]
     fn global_flags_and_shell_names_are_completed() {
         for shell in Shell::value_variants() {
-            let text = script(*shell);
+            let text = script(*shell, Cli::command());
             for word in ["server", "namespace", "kubeconfig", "bash", "zsh", "fish"] {
                 assert!(text.contains(word), "{shell:?}: {word} missing");
             }
@@ -127,7 +126,7 @@ mod tests {
 
     #[test]
     fn each_shell_gets_its_own_syntax() {
-        let bash = script(Shell::Bash);
+        let bash = script(Shell::Bash, Cli::command());
         assert!(bash.contains("complete -F _disruption__guard"), "{bash}");
         assert!(bash.contains(" disruption-guard\n"), "{bash}");
         // Every state the dispatch loop sets has an arm offering that subcommand's options.
@@ -137,8 +136,8 @@ mod tests {
             assert!(bash.contains(&format!("cmd=\"{state}\"")), "{bash}");
             assert!(bash.contains(&format!("        {state})\n")), "{bash}");
         }
-        assert!(script(Shell::Zsh).starts_with("#compdef disruption-guard"));
-        assert!(script(Shell::Fish).contains("complete -c disruption-guard"));
+        assert!(script(Shell::Zsh, Cli::command()).starts_with("#compdef disruption-guard"));
+        assert!(script(Shell::Fish, Cli::command()).contains("complete -c disruption-guard"));
     }
 
     #[test]

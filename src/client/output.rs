@@ -3,7 +3,7 @@
 
 use clap::ValueEnum;
 
-use crate::api::types::{SelectorObject, WindowView};
+use crate::operations::types::{SelectorObject, WindowView};
 
 /// Output format of data on stdout.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -203,7 +203,7 @@ pub fn windows(ws: &[WindowView], format: Format, namespaces: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::types::SelectorRequirement;
+    use crate::operations::types::SelectorRequirement;
 
     #[test]
     fn a_selector_prints_in_kubectl_syntax() {
@@ -227,7 +227,7 @@ mod tests {
             reason: "make e2e".into(),
             opened_at: Some("2026-12-03T10:00:00Z".into()),
             ended_at: Some("2026-12-03T10:20:00Z".into()),
-            ci: Some(crate::api::types::CiMeta {
+            ci: Some(crate::operations::types::CiMeta {
                 provider: Some("github".into()),
                 ..Default::default()
             }),

@@ -157,7 +157,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::problem::Problem;
+    use crate::operations::problem::Problem;
 
     fn status(code: u16, retry_after: Option<Duration>) -> ClientError {
         ClientError::Api {

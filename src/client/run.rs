@@ -16,7 +16,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::output::{self, Format};
 use super::{Backend, ClientError, wait};
-use crate::api::types::{OpenRequest, WindowView};
+use crate::operations::types::{OpenRequest, WindowView};
 
 /// What `run` needs.
 pub struct RunPlan {
@@ -314,7 +314,7 @@ mod tests {
 
     fn problem(status: u16) -> ClientError {
         ClientError::Api {
-            problem: Box::new(crate::api::problem::Problem {
+            problem: Box::new(crate::operations::problem::Problem {
                 type_: "about:blank".into(),
                 title: "t".into(),
                 status,

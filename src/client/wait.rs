@@ -5,8 +5,8 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use super::{Backend, ClientError};
-use crate::api::problem::Problem;
-use crate::api::types::WindowView;
+use crate::operations::problem::Problem;
+use crate::operations::types::WindowView;
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 const PLAIN_EVERY: Duration = Duration::from_secs(5);

@@ -39,12 +39,13 @@ use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, OwnerReference,
 };
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PostParams};
 use kube::{Api, Client};
 
 use crate::resources::names::{
-    FIELD_MANAGER, INTERCEPT_EVICTIONS, MANAGED_BY_KEY, MANAGED_BY_VALUE,
+    CA_BUNDLE_FIELD_MANAGER, FIELD_MANAGER, INTERCEPT_EVICTIONS, MANAGED_BY_KEY, MANAGED_BY_VALUE,
 };
+use crate::runtime::write;
 
 /// Name of the `ValidatingWebhookConfiguration`.
 pub const NAME: &str = "disruption-guard";
@@ -53,10 +54,6 @@ pub const NAME: &str = "disruption-guard";
 pub const WEBHOOK: &str = "evictions.disruption-guard.io";
 /// Path the API server posts `AdmissionReview`s to.
 pub const PATH: &str = "/evictions";
-/// Field manager of the `caBundle` patch ([`Upkeep::CaBundle`]). Not [`FIELD_MANAGER`], which
-/// applied the whole registration in earlier versions: an apply of only the `caBundle` under
-/// that manager would drop every other field it owned.
-pub const CA_BUNDLE_FIELD_MANAGER: &str = "disruption-guard-webhook";
 /// Seconds the API server waits for an answer before it ignores the webhook.
 pub const DEFAULT_TIMEOUT_SECONDS: i32 = 5;
 
@@ -200,7 +197,7 @@ pub async fn apply(
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     api.patch(
         &registration.name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &write::apply_forced(FIELD_MANAGER),
         &Patch::Apply(&build(registration, ca_bundle)),
     )
     .await?;
@@ -237,7 +234,7 @@ impl Upkeep {
                 let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
                 api.patch(
                     name,
-                    &PatchParams::apply(CA_BUNDLE_FIELD_MANAGER).force(),
+                    &write::apply_forced(CA_BUNDLE_FIELD_MANAGER),
                     &Patch::Apply(&ca_bundle_patch(name, ca_bundle)),
                 )
                 .await

@@ -8,10 +8,11 @@ pub mod duration;
 pub mod names;
 pub mod pod_digest;
 pub mod testwindow;
+pub mod window_status;
 
 pub use citrust::{Bounds, CITrust, CITrustSpec, Grant};
 pub use pod_digest::PodDigest;
-pub use testwindow::{
-    CiInfo, OpenedBy, Phase, Protect, ProtectedSummary, RELEASING, TestWindow, TestWindowSpec,
-    TestWindowStatus, TrackedPod, Tracking, WindowReport,
+pub use testwindow::{CiInfo, OpenedBy, Protect, TestWindow, TestWindowSpec};
+pub use window_status::{
+    Phase, ProtectedSummary, RELEASING, TestWindowStatus, TrackedPod, Tracking, WindowReport,
 };

@@ -7,8 +7,17 @@
 pub const GROUP: &str = "disruption-guard.io";
 /// Finalizer that keeps a window until its protection is released.
 pub const FINALIZER: &str = "disruption-guard.io/cleanup";
-/// Field manager of every write the operator makes outside a window.
+/// Field manager of every write the operator makes outside a window, and of a window's create
+/// by the API's open.
 pub const FIELD_MANAGER: &str = "disruption-guard";
+/// Field manager of a window's `spec.expiresAt`, written by the API's renew.
+pub const RENEW_MANAGER: &str = "disruption-guard/renew";
+/// Field manager of a window's `spec.closed`, written by the API's close.
+pub const CLOSE_MANAGER: &str = "disruption-guard/close";
+/// Field manager of the webhook registration's `caBundle` patch. Not [`FIELD_MANAGER`], which
+/// applied the whole registration in earlier versions: an apply of only the `caBundle` under
+/// that manager would drop every other field it owned.
+pub const CA_BUNDLE_FIELD_MANAGER: &str = "disruption-guard-webhook";
 /// Label key set on every object the operator creates.
 pub const MANAGED_BY_KEY: &str = "app.kubernetes.io/managed-by";
 /// Label value set on every object the operator creates.

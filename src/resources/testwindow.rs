@@ -2,16 +2,18 @@
 //! which the selected pods of one namespace are protected from voluntary disruption.
 //!
 //! The API server is the only state: the HTTP API creates and patches these objects, the
-//! window controller reads them and writes `status`.
+//! window controller reads them and writes `status` ([`super::window_status`]).
 
 // `printcolumn(...)` repeats `type_ = ...` by design; clippy reads that as duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::core::Duration;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::window_status::TestWindowStatus;
 
 /// Desired state of a test window.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -194,192 +196,4 @@ pub struct CiInfo {
     /// Link to the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-}
-
-/// Lifecycle of a window.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum Phase {
-    /// Accepted, protection not yet written.
-    #[default]
-    Pending,
-    /// Open: protection is kept in place.
-    Active,
-    /// Its time ran out; protection is released (or being released: see `Ready`).
-    Expired,
-    /// Closed by CI; protection is released (or being released: see `Ready`).
-    Closed,
-}
-
-impl Phase {
-    /// The phase's name as the status writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Pending => "Pending",
-            Phase::Active => "Active",
-            Phase::Expired => "Expired",
-            Phase::Closed => "Closed",
-        }
-    }
-
-    /// Whether the window has ended (protection released or being released).
-    pub fn is_final(self) -> bool {
-        matches!(self, Phase::Expired | Phase::Closed)
-    }
-}
-
-/// Observed state of a window, written only by the window controller.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TestWindowStatus {
-    /// Where the window is in its lifecycle.
-    #[serde(default)]
-    pub phase: Phase,
-    /// When the window opened.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opened_at: Option<Time>,
-    /// When the window ends by itself.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Time>,
-    /// When every piece of protection was first in place (the window first became Ready).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready_at: Option<Time>,
-    /// When the window ended (closed or expired).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_at: Option<Time>,
-    /// What is protected right now.
-    #[serde(default)]
-    pub protected: ProtectedSummary,
-    /// What happened to the selection while the window was open.
-    #[serde(default)]
-    pub report: WindowReport,
-    /// `Ready` is True once every piece of protection is written and observed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// What the controller remembers between reconciles to build the report (pods seen,
-    /// rollout markers); kept in the status so a restart of the operator loses nothing.
-    #[serde(default, skip_serializing_if = "Tracking::is_empty")]
-    pub tracking: Tracking,
-}
-
-/// The `Ready` condition's reason while an ended window's protection is still being removed.
-pub const RELEASING: &str = "Releasing";
-
-impl TestWindowStatus {
-    /// The `Ready` condition, if the controller has written one.
-    pub fn ready_condition(&self) -> Option<&Condition> {
-        self.conditions.iter().find(|c| c.type_ == "Ready")
-    }
-
-    /// Whether protection is in effect: `Ready` is True.
-    pub fn is_ready(&self) -> bool {
-        self.ready_condition().is_some_and(|c| c.status == "True")
-    }
-
-    /// Whether the window has ended and its protection is gone. The controller records the
-    /// end first (the phase turns final, `Ready` False with reason `Releasing`) and removes the
-    /// protection after, so a final phase alone does not mean released.
-    pub fn is_released(&self) -> bool {
-        self.phase.is_final() && self.ready_condition().is_none_or(|c| c.reason != RELEASING)
-    }
-}
-
-/// Observations the report is computed from.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Tracking {
-    /// Pods of the selection seen alive during the window.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pods: Vec<TrackedPod>,
-    /// `restartedAt` of each protected Deployment's pod template when last seen.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub restarted_at: std::collections::BTreeMap<String, String>,
-}
-
-impl Tracking {
-    /// True when nothing is tracked.
-    pub fn is_empty(&self) -> bool {
-        self.pods.is_empty() && self.restarted_at.is_empty()
-    }
-}
-
-/// One pod of the selection as last seen.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TrackedPod {
-    /// Pod name.
-    pub name: String,
-    /// Pod UID: a new pod under the same name is a different pod.
-    pub uid: String,
-    /// Sum of container restart counts.
-    #[serde(default)]
-    pub restarts: i32,
-    /// The ReplicaSet that owns it, if any (tells a rollout's replacement from a disruption).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_set: Option<String>,
-    /// Whether an eviction of it was seen blocked (counted once).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub blocked: bool,
-}
-
-/// Counts and names of what a window protects.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProtectedSummary {
-    /// Workloads (Deployments, StatefulSets, ReplicaSets) covered by a PDB.
-    #[serde(default)]
-    #[schemars(schema_with = "count")]
-    pub workloads: u32,
-    /// Pods carrying the do-not-disrupt annotations.
-    #[serde(default)]
-    #[schemars(schema_with = "count")]
-    pub pods: u32,
-    /// Nodes carrying the do-not-disrupt annotations.
-    #[serde(default)]
-    #[schemars(schema_with = "count")]
-    pub nodes: u32,
-    /// PodDisruptionBudgets the window relies on: its own and reused ones.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pdbs: Vec<String>,
-    /// Of `pdbs`, those that existed before the window (owned by someone else).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reused_pdbs: Vec<String>,
-}
-
-/// What CI needs to know after its tests: did the environment stay stable?
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WindowReport {
-    /// Evictions of protected pods that a PDB refused.
-    #[serde(default)]
-    #[schemars(schema_with = "count")]
-    pub evictions_blocked: u32,
-    /// Selected pods that went away anyway (deleted, evicted, restarted).
-    #[serde(default)]
-    #[schemars(schema_with = "count")]
-    pub pods_disrupted: u32,
-    /// Names of the disrupted pods.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub disrupted_pods: Vec<String>,
-    /// Rollouts the drain watcher made for the selection.
-    #[serde(default)]
-    #[schemars(schema_with = "count")]
-    pub rollouts: u32,
-    /// Nodes hosting protected pods that were disrupted (tainted, cordoned, deleted).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nodes_disrupted: Vec<String>,
-}
-
-impl WindowReport {
-    /// True when nothing of the selection was disrupted.
-    pub fn is_clean(&self) -> bool {
-        self.pods_disrupted == 0 && self.nodes_disrupted.is_empty()
-    }
-}
-
-/// Counts are `u32` in Rust; Kubernetes schemas know `int32`/`int64`, not `uint32`.
-fn count(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "integer", "format": "int32", "minimum": 0})
 }

@@ -232,7 +232,7 @@ impl Elector {
         };
         match result {
             Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(err) if super::write::is_conflict(&err) => Ok(false),
             Err(err) => Err(err),
         }
     }

@@ -1,6 +1,7 @@
 //! The runtime every component runs on: the client to the API server (its requests counted,
 //! [`requests`]), the shared caches, leader status, readiness, shutdown, the identity the
-//! operator writes Events and holds the Lease under, the one rollout write the components share
+//! operator writes Events and holds the Lease under, how every write is made (field managers,
+//! conflict retry, API answer codes: [`write`]), the one rollout write the components share
 //! ([`rollout`]), and the reconcile-duration histogram every controller records into
 //! ([`reconciles`]). The wiring registers the metric families defined here.
 //!
@@ -30,7 +31,9 @@ pub mod reconciles;
 pub mod reflect;
 pub mod requests;
 pub mod rollout;
+pub mod rollout_records;
 pub mod shutdown;
+pub mod write;
 
 pub use caches::{Caches, NodeTrigger};
 pub use leader::Leadership;

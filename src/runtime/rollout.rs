@@ -10,31 +10,26 @@
 //! the resourceVersion that was checked, so of two writers that read the same Deployment one
 //! gets a conflict, reads again, and finds the record of the other's rollout.
 //!
-//! The records of one disruption: [`Rollouts::record_hold`] dates the first held eviction on
-//! the Deployment (the interception's timeout counts from there, on every replica and after
-//! restarts), and [`Rollouts::end_records`] removes both records once their node is no longer
-//! disrupted, so the next drain of that node is handled afresh.
+//! The records of one disruption on the Deployment are kept by
+//! [`super::rollout_records`].
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::core::PartialObjectMeta;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use tracing::debug;
 
 use super::Runtime;
 use super::events::{Events, Note};
-use crate::k8s::rollout::{self, NodeRef, Target};
+use super::write::{self, retry_conflicts};
+use crate::k8s::rollout::{self, Target};
 use crate::k8s::signals::{self, Signal};
 use crate::k8s::workload::controller_of;
 use crate::resources::names::FIELD_MANAGER;
-
-/// Attempts of one rollout when the Deployment keeps changing under it.
-const CONFLICT_ATTEMPTS: u32 = 3;
 
 /// What can go wrong while rolling out.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +56,20 @@ impl Error {
             Self::Recheck { .. } => "recheck_failed",
             Self::Conflict(_) => "conflict",
             Self::Patch(_) => "patch_failed",
+        }
+    }
+
+    /// Whether the Deployment changed under the write (retried after a fresh read).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Conflict(_))
+    }
+
+    /// A failed patch: a conflict, or another failure.
+    pub(super) fn from_write(err: kube::Error) -> Self {
+        if write::is_conflict(&err) {
+            Self::Conflict(err)
+        } else {
+            Self::Patch(err)
         }
     }
 }
@@ -111,7 +120,7 @@ pub struct Cause {
 /// Makes and reports rollouts; cheap to clone.
 #[derive(Clone)]
 pub struct Rollouts {
-    client: Client,
+    pub(super) client: Client,
     events: Events,
 }
 
@@ -140,13 +149,10 @@ impl Rollouts {
         enabled: &[Signal],
         check: impl Fn(&Fresh) -> Check<D>,
     ) -> Result<Outcome<D>, Error> {
-        let mut attempt = 1;
-        loop {
-            match self.attempt(target, pdb, enabled, &check).await {
-                Err(Error::Conflict(_)) if attempt < CONFLICT_ATTEMPTS => attempt += 1,
-                other => return other,
-            }
-        }
+        retry_conflicts(Error::is_conflict, |_| {
+            self.attempt(target, pdb, enabled, &check)
+        })
+        .await
     }
 
     async fn attempt<D>(
@@ -172,14 +178,11 @@ impl Rollouts {
         Api::<Deployment>::namespaced(self.client.clone(), &target.namespace)
             .patch(
                 &target.deployment,
-                &PatchParams::apply(FIELD_MANAGER).force(),
+                &write::apply_forced(FIELD_MANAGER),
                 &Patch::Apply(&patch),
             )
             .await
-            .map_err(|e| match &e {
-                kube::Error::Api(s) if s.code == 409 => Error::Conflict(e),
-                _ => Error::Patch(e),
-            })?;
+            .map_err(Error::from_write)?;
         debug!(
             deployment = %target.deployment,
             recheck_ms = rechecked.as_secs_f64() * 1000.0,
@@ -286,138 +289,6 @@ impl Rollouts {
         }))
     }
 
-    /// Records on the Deployment that an eviction of its pod on `target`'s node has been held
-    /// back since `since`, unless it records a hold for that node already (a fresh read; a
-    /// conflict reads again). True when this call wrote it.
-    pub async fn record_hold(&self, target: &Target, since: Timestamp) -> Result<bool, Error> {
-        let api = Api::<Deployment>::namespaced(self.client.clone(), &target.namespace);
-        let mut attempt = 1;
-        loop {
-            let deployment =
-                api.get_opt(&target.deployment)
-                    .await
-                    .map_err(|source| Error::Recheck {
-                        what: "the Deployment",
-                        source,
-                    })?;
-            let Some(deployment) = deployment
-                .filter(|d| d.metadata.uid.as_deref() == Some(target.deployment_uid.as_str()))
-            else {
-                return Ok(false);
-            };
-            if rollout::held_since(&deployment, &target.node).is_some() {
-                return Ok(false);
-            }
-            let patch = rollout::hold_patch(&deployment, &target.node, since);
-            match self.merge(&api, &target.deployment, &patch).await {
-                Err(Error::Conflict(_)) if attempt < CONFLICT_ATTEMPTS => attempt += 1,
-                other => return other.map(|()| true),
-            }
-        }
-    }
-
-    /// Removes the records of every cached Deployment whose node is no longer disrupted
-    /// ([`rollout::ended_records`]), each after a fresh read of the Deployment and its node.
-    /// Returns how many Deployments it cleared, or the last failure (the others are still
-    /// cleared; a failed one is retried by the next call).
-    pub async fn end_records(
-        &self,
-        deployments: &Store<Deployment>,
-        nodes: &Store<Node>,
-        enabled: &[Signal],
-        in_scope: impl Fn(&str) -> bool,
-    ) -> Result<usize, Error> {
-        let cached = |name: &str| nodes.get(&kube::runtime::reflector::ObjectRef::new(name));
-        let candidates: Vec<_> = deployments
-            .state()
-            .into_iter()
-            .filter(|d| d.metadata.namespace.as_deref().is_some_and(&in_scope))
-            .filter(|d| {
-                // The cache's nodes decide which Deployments to read fresh.
-                let held: Vec<_> = node_names(d)
-                    .into_iter()
-                    .map(|n| (n.clone(), cached(&n)))
-                    .collect();
-                let lookup = |name: &str| {
-                    held.iter()
-                        .find(|(n, _)| n == name)
-                        .and_then(|(_, node)| node.as_deref())
-                };
-                !rollout::ended_records(d, lookup, enabled).is_empty()
-            })
-            .collect();
-        let (mut cleared, mut failed) = (0, None);
-        for cached in candidates {
-            let ns = cached.metadata.namespace.clone().unwrap_or_default();
-            let name = cached.metadata.name.clone().unwrap_or_default();
-            match self.end_records_of(&ns, &name, enabled).await {
-                Ok(true) => cleared += 1,
-                Ok(false) => {}
-                Err(error) => failed = Some(error),
-            }
-        }
-        failed.map_or(Ok(cleared), Err)
-    }
-
-    /// One Deployment of [`Rollouts::end_records`], from fresh reads.
-    async fn end_records_of(
-        &self,
-        ns: &str,
-        name: &str,
-        enabled: &[Signal],
-    ) -> Result<bool, Error> {
-        let read = |what| move |source| Error::Recheck { what, source };
-        let api = Api::<Deployment>::namespaced(self.client.clone(), ns);
-        let Some(deployment) = api.get_opt(name).await.map_err(read("the Deployment"))? else {
-            return Ok(false);
-        };
-        let mut fresh_nodes = vec![];
-        for node in node_names(&deployment) {
-            let fresh = Api::<Node>::all(self.client.clone())
-                .get_opt(&node)
-                .await
-                .map_err(read("the node"))?;
-            fresh_nodes.push((node, fresh));
-        }
-        let lookup = |name: &str| {
-            fresh_nodes
-                .iter()
-                .find(|(n, _)| n == name)
-                .and_then(|(_, node)| node.as_ref())
-        };
-        let ended = rollout::ended_records(&deployment, lookup, enabled);
-        if ended.is_empty() {
-            return Ok(false);
-        }
-        let patch = rollout::end_patch(&deployment, &ended);
-        self.merge(&api, name, &patch).await?;
-        debug!(namespace = %ns, deployment = %name, records = ?ended, "disruption records ended");
-        Ok(true)
-    }
-
-    /// A JSON merge patch of a Deployment's metadata as the guard's field manager.
-    async fn merge(
-        &self,
-        api: &Api<Deployment>,
-        name: &str,
-        patch: &serde_json::Value,
-    ) -> Result<(), Error> {
-        api.patch(
-            name,
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_string()),
-                ..PatchParams::default()
-            },
-            &Patch::Merge(patch),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| match &e {
-            kube::Error::Api(s) if s.code == 409 => Error::Conflict(e),
-            _ => Error::Patch(e),
-        })
-    }
-
     /// Events on the Deployment and the node after a rollout for `cause`.
     pub fn report(&self, target: &Target, cause: &Cause) {
         let deployment = target.deployment_reference();
@@ -443,14 +314,6 @@ impl Rollouts {
         };
         self.events.publish(&node, on_node);
     }
-}
-
-/// The names of the nodes a Deployment's records name.
-fn node_names(deployment: &Deployment) -> Vec<String> {
-    rollout::recorded_nodes(deployment)
-        .into_iter()
-        .map(|n: NodeRef| n.name)
-        .collect()
 }
 
 /// A read's result with how long it took (ms), for the re-check's debug log.

@@ -19,7 +19,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use tracing::debug;
 
-use super::error::{Error, is_code};
+use super::error::Error;
 use super::model::Workload;
 use super::pdbs::let_go;
 use super::plan::{Target, WindowFacts, Write};
@@ -27,11 +27,7 @@ use crate::k8s::fields::holds_label;
 use crate::resources::names::{
     FIELD_MANAGER, MANAGED_BY_KEY, MANAGED_BY_VALUE, WORKLOAD_LABEL, window_field_manager,
 };
-
-/// How many times a window's release or delete of a PDB is decided and tried when the PDB
-/// keeps changing under it (409); after that the conflict is returned and the reconcile is
-/// retried (100 ms later).
-const PDB_TRIES: usize = 4;
+use crate::runtime::write::{self, is_code, is_conflict, retry_conflicts};
 
 /// Where writes go.
 #[derive(Clone)]
@@ -85,7 +81,7 @@ impl Writer {
         manager: &str,
         write: &Write,
     ) -> Result<(), Error> {
-        let params = PatchParams::apply(manager);
+        let params = write::apply(manager);
         let wrap = |source| Error::Write {
             what: what(write),
             source,
@@ -188,46 +184,50 @@ impl Writer {
             },
         });
         self.pdbs(window)
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Apply(&mark),
-            )
+            .patch(name, &write::apply(FIELD_MANAGER), &Patch::Apply(&mark))
             .await
             .map(drop)
     }
 
     /// Lets go of PDB `name` with `write`; on a conflict (409: the PDB changed since it was
-    /// read) reads it again and decides again with [`let_go`], up to [`PDB_TRIES`] writes.
-    /// The sweep (no window) does not decide again: its next run does.
+    /// read) reads it again and decides again with [`let_go`], up to
+    /// [`CONFLICT_ATTEMPTS`](crate::runtime::write::CONFLICT_ATTEMPTS) writes. The sweep (no
+    /// window) does not decide again: its next run does.
     async fn let_go_pdb(
         &self,
         window: &WindowFacts,
         params: &PatchParams,
         name: &str,
-        mut write: Write,
+        first: Write,
     ) -> Result<(), Error> {
-        let mut tries = 1;
-        loop {
-            let err = |source| Error::Write {
-                what: what(&write),
-                source,
+        let decides_again = |e: &Error| {
+            !window.uid.is_empty()
+                && matches!(e, Error::Write { source, .. } if is_conflict(source))
+        };
+        let first = &first;
+        retry_conflicts(decides_again, |attempt| async move {
+            let write = if attempt == 1 {
+                first.clone()
+            } else {
+                debug!(window = %window.name, pdb = name, attempt, "the PDB changed since it was read, deciding again");
+                let fresh = self.pdbs(window).get_opt(name).await;
+                let fresh = fresh.map_err(|source| Error::Write {
+                    what: what(first),
+                    source,
+                })?;
+                match fresh.and_then(|pdb| let_go(&pdb, &window.uid)) {
+                    Some(next) => next,
+                    None => return Ok(()),
+                }
             };
-            let conflict = match self.let_go_once(window, params, &write).await {
-                Err(e) if is_code(&e, 409) => e,
-                other => return other.map_err(err),
-            };
-            if window.uid.is_empty() || tries >= PDB_TRIES {
-                return Err(err(conflict));
-            }
-            debug!(window = %window.name, pdb = name, tries, "the PDB changed since it was read, deciding again");
-            tries += 1;
-            let fresh = self.pdbs(window).get_opt(name).await.map_err(err)?;
-            match fresh.and_then(|pdb| let_go(&pdb, &window.uid)) {
-                Some(next) => write = next,
-                None => return Ok(()),
-            }
-        }
+            self.let_go_once(window, params, &write)
+                .await
+                .map_err(|source| Error::Write {
+                    what: what(&write),
+                    source,
+                })
+        })
+        .await
     }
 
     /// One release (an empty apply preconditioned on the resourceVersion read) or delete (UID

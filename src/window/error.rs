@@ -1,6 +1,8 @@
 //! Errors of the window controller. Metric and Event labels come from [`Error::category`],
 //! a fixed vocabulary, never from object names or `Debug` output.
 
+use crate::runtime::write::code;
+
 /// Every value [`Error::category`] can take, so the error counter exports each at 0 from the
 /// start.
 pub const CATEGORIES: [&str; 11] = [
@@ -45,7 +47,7 @@ impl Error {
     /// A short, fixed label for metrics and Events.
     pub fn category(&self) -> &'static str {
         match self {
-            Error::Write { source, .. } => match api_code(source) {
+            Error::Write { source, .. } => match code(source) {
                 Some(409) => "write_conflict",
                 Some(403) => "write_forbidden",
                 Some(404) => "write_not_found",
@@ -53,9 +55,9 @@ impl Error {
                 Some(_) => "write_api",
                 None => "write_transport",
             },
-            Error::Status(source) if api_code(source) == Some(409) => "status_conflict",
+            Error::Status(source) if code(source) == Some(409) => "status_conflict",
             Error::Status(_) => "status",
-            Error::Finalizer(source) if api_code(source) == Some(409) => "finalizer_conflict",
+            Error::Finalizer(source) if code(source) == Some(409) => "finalizer_conflict",
             Error::Finalizer(_) | Error::FinalizerPatch(_) => "finalizer",
             Error::Delete(_) => "delete",
         }
@@ -65,19 +67,6 @@ impl Error {
     pub fn is_conflict(&self) -> bool {
         self.category().ends_with("conflict")
     }
-}
-
-/// The HTTP code of an API answer; none for a transport failure.
-fn api_code(err: &kube::Error) -> Option<u16> {
-    match err {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
-}
-
-/// Whether a kube error is an API answer with `code`.
-pub fn is_code(err: &kube::Error, code: u16) -> bool {
-    matches!(err, kube::Error::Api(s) if s.code == code)
 }
 
 #[cfg(test)]

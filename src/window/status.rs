@@ -10,6 +10,7 @@ use super::plan::{self, WindowFacts, WindowPlan};
 use super::report;
 use super::timing::Timing;
 use crate::k8s::signals::Signal;
+use crate::resources::window_status::READY;
 use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
 
 /// The status after a reconcile that computed `plan` from `world` at `now`; `signals` say which
@@ -73,14 +74,14 @@ pub fn next_status(
         ),
     };
     let status_str = if ready { "True" } else { "False" };
-    let old = previous.conditions.iter().find(|c| c.type_ == "Ready");
+    let old = previous.ready_condition();
     let generation = window.metadata.generation;
     let transition = match old {
         Some(c) if c.status == status_str => c.last_transition_time.clone(),
         _ => stamp(now),
     };
     let condition = Condition {
-        type_: "Ready".into(),
+        type_: READY.into(),
         status: status_str.into(),
         reason: reason.into(),
         message: message.chars().take(1000).collect(),

@@ -2,14 +2,15 @@
 //! for an installed CRD older than the operator.
 
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PostParams};
 use serde_json::json;
 use tracing::warn;
 
 use super::context::Context;
-use super::error::{Error, is_code};
+use super::error::Error;
 use crate::resources::names::FIELD_MANAGER;
 use crate::resources::{TestWindow, TestWindowStatus};
+use crate::runtime::write::{self, retry_conflicts};
 
 /// Set once the operator has warned that the installed CRD lacks status fields.
 static OLD_CRD_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -32,7 +33,7 @@ pub async fn write_status(
     let applied = api
         .patch_status(
             &window.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
+            &write::apply_forced(FIELD_MANAGER),
             &Patch::Apply(&body),
         )
         .await;
@@ -44,23 +45,17 @@ pub async fn write_status(
                     "the installed TestWindow CRD is older than this operator; status fields it lacks are dropped: run `disruption-guard crd | kubectl apply --server-side -f -`"
                 );
             }
-            let mut last = None;
-            for _ in 0..3 {
-                let mut next = api
-                    .get_status(&window.name_any())
-                    .await
-                    .map_err(Error::Status)?;
+            let api = &api;
+            retry_conflicts(write::is_conflict, |_| async move {
+                let mut next = api.get_status(&window.name_any()).await?;
                 next.status = Some(status.clone());
                 next.metadata.managed_fields = None;
-                match api
-                    .replace_status(&window.name_any(), &PostParams::default(), &next)
+                api.replace_status(&window.name_any(), &PostParams::default(), &next)
                     .await
-                {
-                    Err(e) if is_code(&e, 409) => last = Some(e),
-                    other => return other.map(drop).map_err(Error::Status),
-                }
-            }
-            Err(Error::Status(last.expect("three conflicts")))
+                    .map(drop)
+            })
+            .await
+            .map_err(Error::Status)
         }
         other => other.map(drop).map_err(Error::Status),
     }

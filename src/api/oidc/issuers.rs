@@ -77,7 +77,7 @@ pub struct IssuerConfig {
 impl IssuerConfig {
     /// An issuer with no private CA and no other host (it must be a valid issuer URL).
     pub fn new(url: &str) -> Result<IssuerConfig, String> {
-        let url = super::normalize_issuer(url)?;
+        let url = normalize_issuer(url)?;
         let parsed = reqwest::Url::parse(&url).map_err(|e| format!("{url}: {e}"))?;
         let own = Origin::of(&parsed).ok_or_else(|| format!("{url}: not an https:// URL"))?;
         Ok(IssuerConfig {
@@ -101,7 +101,7 @@ pub fn parse_ca_file(text: &str) -> Result<CaFile, String> {
     let text = text.trim();
     match split_issuer(text) {
         Some((issuer, path)) if !path.is_empty() => Ok(CaFile {
-            issuer: Some(super::normalize_issuer(issuer)?),
+            issuer: Some(normalize_issuer(issuer)?),
             path: PathBuf::from(path),
         }),
         Some(_) => Err(format!("--oidc-ca-file {text:?}: no path after the issuer")),
@@ -122,7 +122,7 @@ pub fn parse_jwks_host(text: &str) -> Result<JwksHost, String> {
     let (issuer, host) = split_issuer(text)
         .ok_or_else(|| format!("--oidc-jwks-host {text:?}: ISSUER=HOST[:PORT]"))?;
     Ok(JwksHost {
-        issuer: super::normalize_issuer(issuer)?,
+        issuer: normalize_issuer(issuer)?,
         origin: Origin::parse(host).map_err(|e| format!("--oidc-jwks-host: {e}"))?,
     })
 }
@@ -173,6 +173,15 @@ pub fn resolve(
         }
     }
     Ok(configs)
+}
+
+/// Normalizes an issuer URL as tokens carry it: no trailing slash.
+pub fn normalize_issuer(url: &str) -> Result<String, String> {
+    let url = url.trim().trim_end_matches('/');
+    if !url.starts_with("https://") || url.len() <= "https://".len() {
+        return Err(format!("--oidc-issuer {url:?}: must be an https:// URL"));
+    }
+    Ok(url.to_string())
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub mod refusals;
 pub mod token;
 pub mod trust;
 
+pub use issuers::normalize_issuer;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +38,9 @@ use self::keys::IssuerKeys;
 use self::refusals::Refusals;
 use self::token::{Claims, Refusal};
 use self::trust::{Asked, Granted};
-use super::problem::ApiError;
-use super::types::SelectorInput;
 use super::verb::Verb;
+use crate::operations::problem::ApiError;
+use crate::operations::types::SelectorInput;
 use crate::resources::{CITrust, OpenedBy, TestWindow};
 
 /// Longest a request waits for the CITrust cache's first list before it is refused (503).
@@ -104,15 +106,6 @@ pub struct Verifier {
     audience: String,
     max_token_lifetime: Duration,
     cache: TrustCache,
-}
-
-/// Normalizes an issuer URL as tokens carry it: no trailing slash.
-pub fn normalize_issuer(url: &str) -> Result<String, String> {
-    let url = url.trim().trim_end_matches('/');
-    if !url.starts_with("https://") || url.len() <= "https://".len() {
-        return Err(format!("--oidc-issuer {url:?}: must be an https:// URL"));
-    }
-    Ok(url.to_string())
 }
 
 /// What a [`Verifier`] checks, from the operator's flags.
@@ -251,7 +244,7 @@ pub fn bound_open(
     selector: Option<&SelectorInput>,
     daemon_sets: bool,
 ) -> Result<Option<String>, ApiError> {
-    let match_labels = match selector.map(super::selector::parse) {
+    let match_labels = match selector.map(crate::operations::selector::parse) {
         None => Default::default(),
         Some(Ok(sel)) => sel.match_labels,
         Some(Err(_)) => return Ok(None),
@@ -291,12 +284,12 @@ fn bound(
     daemon_sets: bool,
 ) -> Result<Option<String>, ApiError> {
     let (ttl, fill) = match requested {
-        Some(text) => match super::ttl::parse(text) {
+        Some(text) => match crate::operations::ttl::parse(text) {
             Ok(ttl) => (ttl, None),
             Err(_) => return Ok(None),
         },
         None => match trust::ttl_cap(granted) {
-            Some(cap) if cap < default => (cap, Some(super::ttl::format(cap))),
+            Some(cap) if cap < default => (cap, Some(crate::operations::ttl::format(cap))),
             _ => (default, None),
         },
     };

@@ -1,16 +1,16 @@
 //! Wire types of the HTTP API: request bodies and the view of a window.
 //!
 //! They are the API's own contract, separate from the CRD: the OpenAPI document is generated
-//! from them, and [`WindowView::from_window`] is the one place a `TestWindow` becomes JSON.
+//! from them, and [`WindowView::from_window`] ([`super::view`]) is the one place a
+//! `TestWindow` becomes JSON.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::resources::{CiInfo, OpenedBy, TestWindow};
+use crate::resources::{CiInfo, OpenedBy};
 
 /// Body of `POST /v1/namespaces/{namespace}/windows`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
@@ -329,74 +329,4 @@ pub struct ConditionView {
 pub struct WindowList {
     /// The windows, by name.
     pub items: Vec<WindowView>,
-}
-
-impl WindowView {
-    /// The view of a `TestWindow` object.
-    pub fn from_window(tw: &TestWindow) -> WindowView {
-        let status = tw.status.clone().unwrap_or_default();
-        let ready = status.is_ready();
-        let ts = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
-            t.as_ref().map(|t| t.0.to_string())
-        };
-        WindowView {
-            name: tw.name_any(),
-            namespace: tw.namespace().unwrap_or_default(),
-            phase: format!("{:?}", status.phase),
-            ready,
-            closed: tw.spec.closed,
-            selector: SelectorObject::from(&tw.spec.selector),
-            ttl: go_duration(&tw.spec.ttl),
-            reason: tw.spec.reason.clone(),
-            ci: tw.spec.ci.as_ref().map(CiMeta::from),
-            daemon_sets: tw.spec.protect.daemon_sets,
-            opened_by: tw.spec.opened_by.as_ref().map(OpenedByView::from),
-            created_at: ts(&tw.metadata.creation_timestamp),
-            opened_at: ts(&status.opened_at),
-            expires_at: ts(&status.expires_at),
-            ended_at: ts(&status.ended_at),
-            protected: ProtectedView {
-                workloads: status.protected.workloads,
-                pods: status.protected.pods,
-                nodes: status.protected.nodes,
-                pdbs: status.protected.pdbs.clone(),
-                reused_pdbs: status.protected.reused_pdbs.clone(),
-            },
-            report: ReportView {
-                clean: status.report.is_clean(),
-                evictions_blocked: status.report.evictions_blocked,
-                pods_disrupted: status.report.pods_disrupted,
-                disrupted_pods: status.report.disrupted_pods.clone(),
-                rollouts: status.report.rollouts,
-                nodes_disrupted: status.report.nodes_disrupted.clone(),
-            },
-            conditions: status
-                .conditions
-                .iter()
-                .map(|c| ConditionView {
-                    type_: c.type_.clone(),
-                    status: c.status.clone(),
-                    reason: c.reason.clone(),
-                    message: c.message.clone(),
-                    last_transition_time: c.last_transition_time.0.to_string(),
-                })
-                .collect(),
-        }
-    }
-
-    /// Whether the window has ended and the controller has released its protection (it
-    /// records the end first, with `Ready` False for reason `Releasing`, and releases after).
-    pub fn is_finished(&self) -> bool {
-        (self.phase == "Closed" || self.phase == "Expired")
-            && !self
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.reason == crate::resources::RELEASING)
-    }
-}
-
-/// A duration in Go syntax, as `kubectl` shows it (`30m0s` → `30m`).
-pub fn go_duration(d: &kube::core::Duration) -> String {
-    let std: std::time::Duration = (*d).into();
-    super::ttl::format(std)
 }

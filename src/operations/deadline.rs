@@ -30,7 +30,7 @@ async fn within<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::problem::ApiError;
+    use crate::operations::problem::ApiError;
     use axum::http::StatusCode;
 
     #[tokio::test]

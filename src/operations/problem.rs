@@ -99,6 +99,9 @@ pub enum ApiError {
     /// The Kubernetes API server cannot be reached or failed.
     #[error("{0}")]
     Unavailable(String),
+    /// A bug of the server, never the client's input (a handler panicked).
+    #[error("{0}")]
+    Internal(String),
     /// A wait ended before the window reached the awaited state.
     #[error("{detail}")]
     Timeout {
@@ -129,6 +132,7 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS
             }
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -150,6 +154,7 @@ impl ApiError {
             ApiError::RateLimited(_) => "rate-limited",
             ApiError::TooManyWaits { .. } => "too-many-waits",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal(_) => "internal",
             ApiError::Timeout { .. } => "timeout",
         }
     }
@@ -195,6 +200,26 @@ impl ApiError {
             _ => ApiError::Unavailable(format!(
                 "{what}: the Kubernetes API server is unreachable: {err}"
             )),
+        }
+    }
+
+    /// The error an answer with `status` and body `text` stands for, when something other
+    /// than a handler made it (axum's rejections: bad path, bad query, wrong method, body too
+    /// large); `path` is the request's.
+    pub fn from_status(status: StatusCode, text: String, path: &str) -> ApiError {
+        let or = |text: String, default: String| if text.is_empty() { default } else { text };
+        match status.as_u16() {
+            400 => ApiError::BadRequest(text),
+            401 => ApiError::Unauthenticated(text),
+            403 => ApiError::Forbidden(text),
+            404 => ApiError::NotFound(or(text, format!("no route for {path}"))),
+            405 => ApiError::MethodNotAllowed(format!("method not allowed on {path}")),
+            409 => ApiError::Conflict(text),
+            413 => ApiError::PayloadTooLarge(format!("body: {text}")),
+            415 => ApiError::UnsupportedMediaType(text),
+            422 => ApiError::Unprocessable(text),
+            429 => ApiError::RateLimited(text),
+            _ => ApiError::Unavailable(or(text, "the server could not answer".into())),
         }
     }
 

@@ -1,0 +1,104 @@
+//! The eviction interception's flags, and what it shares with the drain watcher's.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{certs, decide, registration};
+use crate::k8s::signals::Signal;
+
+/// Flags of the eviction interception.
+#[derive(Debug, Clone, Args)]
+pub struct InterceptArgs {
+    /// Hold back evictions of lone replicas on nodes being disrupted while their Deployment
+    /// rolls out (a validating webhook on pods/eviction). `--intercept=false` turns it off.
+    #[arg(
+        long = "intercept",
+        env = "DISRUPTION_GUARD_INTERCEPT",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub enabled: bool,
+
+    /// HTTPS port of the webhook.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_PORT", default_value_t = 9443)]
+    pub intercept_port: u16,
+
+    /// Let a held eviction through after this long, counted from the first deny of any
+    /// replica (recorded on the Deployment); 1s to 15m (default: the Deployment's
+    /// progressDeadlineSeconds, at most 15m).
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_TIMEOUT", value_parser = decide::parse_timeout)]
+    pub intercept_timeout: Option<Duration>,
+
+    /// Namespace of the operator: its webhook Service and certificate Secret live there.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub intercept_namespace: String,
+
+    /// Service through which the API server reaches the webhook (in a cluster).
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_SERVICE",
+        default_value = "disruption-guard"
+    )]
+    pub intercept_service: String,
+
+    /// Port of that Service.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_SERVICE_PORT",
+        default_value_t = 443
+    )]
+    pub intercept_service_port: u16,
+
+    /// Reviews per second each client address may send on average; over the limit a review
+    /// is allowed without being looked at (fail open, counted). 0 turns the limit off.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_RATE_LIMIT",
+        default_value_t = 200
+    )]
+    pub intercept_rate_limit: u32,
+
+    /// Reviews each client address may send in a burst.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_RATE_BURST",
+        default_value_t = 1000
+    )]
+    pub intercept_rate_burst: u32,
+
+    /// Secret holding the webhook's serving certificate and CA (created and renewed here).
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_SECRET",
+        default_value = certs::SECRET_NAME
+    )]
+    pub intercept_secret: String,
+
+    /// That Secret is kept by someone else (cert-manager: `tls.crt`, `tls.key`, `ca.crt`): read
+    /// it (again every 5 minutes), never write it.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_EXTERNAL_CERTIFICATE")]
+    pub intercept_external_certificate: bool,
+
+    /// Create the whole ValidatingWebhookConfiguration (server-side apply) instead of only
+    /// patching the caBundle of the one the chart installs. For local runs with an admin
+    /// kubeconfig (`make run`); the chart's RBAC does not allow it.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_CREATE_WEBHOOK")]
+    pub intercept_create_webhook: bool,
+
+    /// Name of the ValidatingWebhookConfiguration the operator keeps.
+    #[arg(
+        long,
+        env = "DISRUPTION_GUARD_INTERCEPT_WEBHOOK",
+        default_value = registration::NAME
+    )]
+    pub intercept_webhook: String,
+}
+
+/// What the interception shares with the drain watcher's flags: which node states mean a
+/// drain (`--drain-signals`) and which Deployments count as lone replicas (`--max-replicas`).
+#[derive(Debug, Clone)]
+pub struct DrainLimits {
+    pub signals: Vec<Signal>,
+    pub max_replicas: i32,
+}

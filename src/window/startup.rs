@@ -1,0 +1,104 @@
+//! After the window controller starts: wait for every cache, open the readiness gate, then
+//! sweep leftovers whenever this replica leads.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tracing::{info, warn};
+
+use super::context::Context;
+use super::sweep;
+use crate::runtime::caches::Caches;
+
+/// The window controller's readiness gate: registered at its start, open once synced.
+pub(super) const GATE: &str = "window-controller";
+
+/// Waits for every cache, opens the readiness gate, then sweeps leftovers whenever this
+/// replica leads: at once, and every [`sweep::SWEEP_INTERVAL`] after.
+pub(super) async fn startup(
+    ctx: Arc<Context>,
+    caches: Caches,
+    mut windows_listed: tokio::sync::watch::Receiver<bool>,
+) {
+    let s = &ctx.stores;
+    let listed = windows_listed.clone();
+    let waits = async {
+        if !caches.wait_until_ready().await {
+            return Err(());
+        }
+        windows_listed
+            .wait_for(|listed| *listed)
+            .await
+            .map_err(|_| ())?;
+        s.stateful_sets.wait_until_ready().await.map_err(|_| ())?;
+        if let Some(claims) = &s.node_claims {
+            claims.wait_until_ready().await.map_err(|_| ())?;
+        }
+        Ok(())
+    };
+    tokio::pin!(waits);
+    loop {
+        tokio::select! {
+            done = &mut waits => match done {
+                Ok(()) => break,
+                Err(_) => return,
+            },
+            () = tokio::time::sleep(Duration::from_secs(5)) => {
+                let pending: Vec<&str> = [
+                    ("windows", *listed.borrow()),
+                    ("pods, nodes, workloads and PDBs", caches.is_ready()),
+                    ("statefulsets", s.stateful_sets.wait_until_ready().now_or_never().is_some()),
+                ]
+                .into_iter()
+                .filter(|(_, ready)| !ready)
+                .map(|(name, _)| name)
+                .collect();
+                warn!(?pending, "window controller caches still syncing");
+            }
+        }
+    }
+    ctx.synced.store(true, Ordering::Release);
+    ctx.runtime.ready.mark_synced(GATE);
+    info!("window controller synced");
+    sweeps(&ctx).await;
+}
+
+/// Runs the sweep while this replica leads until shutdown: once at once (retried briefly if
+/// listing windows fails), then every [`sweep::SWEEP_INTERVAL`]. The sweep writes, so only the
+/// leader runs it: a follower sweeps as soon as it takes over.
+async fn sweeps(ctx: &Context) {
+    let mut leader = ctx.runtime.leader.clone();
+    let shutdown = ctx.runtime.shutdown.clone();
+    let mut runs: u64 = 0;
+    loop {
+        tokio::select! {
+            () = leader.acquired() => {}
+            () = shutdown.cancelled() => return,
+        }
+        let all_pods = runs.is_multiple_of(sweep::FULL_SWEEP_EVERY);
+        let pods = if all_pods { "all" } else { "cached" };
+        let pause = match sweep::sweep(ctx, all_pods).await {
+            Ok(removed) => {
+                if runs == 0 || removed > 0 {
+                    info!(removed, first = runs == 0, pods, "sweep done");
+                }
+                runs += 1;
+                sweep::SWEEP_INTERVAL
+            }
+            Err(err) => {
+                warn!(error = %err, "sweep failed");
+                if runs == 0 {
+                    Duration::from_secs(1)
+                } else {
+                    sweep::SWEEP_INTERVAL
+                }
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
