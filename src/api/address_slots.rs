@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
+use super::ratelimit::canonical;
+
 /// Open connections per client address, each at most `per_address`.
 #[derive(Debug)]
 pub struct AddressSlots {
@@ -62,14 +64,6 @@ impl Drop for AddressSlot {
                 open.remove(&self.addr);
             }
         }
-    }
-}
-
-/// An IPv4 client seen on a dual-stack socket (`::ffff:a.b.c.d`) counts as its IPv4 address.
-fn canonical(addr: IpAddr) -> IpAddr {
-    match addr {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-        v4 => v4,
     }
 }
 

@@ -88,8 +88,9 @@ pub fn client_address(peer: IpAddr, forwarded: &[&str], trusted: &[IpNet]) -> Ip
     client
 }
 
-/// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) as the IPv4 address it is.
-fn canonical(ip: IpAddr) -> IpAddr {
+/// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`), as a client on a dual-stack socket is
+/// seen, as the IPv4 address it is.
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,

@@ -75,14 +75,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn api_error(code: u16) -> kube::Error {
-        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
-            "status": "Failure", "reason": "Refused", "code": code, "message": "refused"
-        }))
-        .unwrap();
-        kube::Error::Api(Box::new(status))
-    }
+    use crate::testing::api_error;
 
     #[test]
     fn codes_are_read_from_api_answers_only() {

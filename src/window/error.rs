@@ -72,14 +72,7 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn api_error(code: u16) -> kube::Error {
-        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
-            "status": "Failure", "reason": "Refused", "code": code, "message": "refused"
-        }))
-        .unwrap();
-        kube::Error::Api(Box::new(status))
-    }
+    use crate::testing::api_error;
 
     #[test]
     fn every_category_is_in_the_fixed_list() {

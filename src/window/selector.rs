@@ -80,9 +80,9 @@ mod tests {
         assert!(!matches(&s, &labels(&[("app", "api")])));
     }
 
-    #[test]
-    fn expressions_follow_the_api_server_semantics() {
-        let s = LabelSelector {
+    /// One expression of each operator.
+    fn every_operator() -> LabelSelector {
+        LabelSelector {
             match_expressions: Some(vec![
                 expr("app", "In", &["api", "web"]),
                 expr("canary", "DoesNotExist", &[]),
@@ -90,7 +90,12 @@ mod tests {
                 expr("team", "Exists", &[]),
             ]),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn expressions_follow_the_api_server_semantics() {
+        let s = every_operator();
         assert!(matches(&s, &labels(&[("app", "web"), ("team", "a")])));
         assert!(!matches(&s, &labels(&[("app", "web")])));
         assert!(!matches(&s, &labels(&[("app", "db"), ("team", "a")])));
@@ -124,15 +129,7 @@ mod tests {
                 match_labels: Some(labels(&[("app", "api"), ("tier", "be")])),
                 ..Default::default()
             },
-            LabelSelector {
-                match_expressions: Some(vec![
-                    expr("app", "In", &["api", "web"]),
-                    expr("canary", "DoesNotExist", &[]),
-                    expr("tier", "NotIn", &["db"]),
-                    expr("team", "Exists", &[]),
-                ]),
-                ..Default::default()
-            },
+            every_operator(),
         ];
         let cases = [
             labels(&[]),
