@@ -6,27 +6,22 @@
 //! One client address holds at most `--max-connections-per-address` of them
 //! ([`AddressSlots`]); a connection beyond that is answered 429 at once and closed.
 //!
-//! Hand-written on hyper rather than `axum::serve`, which sets neither: its connections wait for
-//! their first bytes without a deadline.
+//! The accept loop and the connections are the operator's one HTTP server
+//! ([`crate::runtime::http_server`]), shared with the eviction webhook.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ConnectInfo;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt as _;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::ApiMetrics;
 use super::address_slots::AddressSlots;
+use crate::runtime::http_server::{self, Accepted};
 
 /// The connection limits of the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +56,6 @@ pub async fn serve_on(
     metrics: Arc<ApiMetrics>,
     shutdown: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
     let addresses = AddressSlots::new(limits.per_address);
     metrics.connection_limit.set(limits.max_connections as i64);
     let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
@@ -70,91 +64,42 @@ pub async fn serve_on(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
     let builder = Arc::new(builder);
-    let mut connections = JoinSet::new();
-    loop {
-        // A slot first: at the limit, clients stay in the listen queue instead of being
-        // accepted and costing a file descriptor and a task each.
-        let slot = tokio::select! {
-            () = shutdown.cancelled() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
-        };
-        let accepted = loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break None,
-                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-                accepted = listener.accept() => match accepted {
-                    Ok(pair) => break Some(pair),
-                    Err(err) => {
-                        // Out of file descriptors and the like: back off instead of spinning.
-                        warn!(error = %err, "accepting an API connection");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                },
-            }
-        };
-        let Some((tcp, peer)) = accepted else {
-            break;
-        };
-        let _ = tcp.set_nodelay(true);
-        let Some(address_slot) = addresses.try_acquire(peer.ip()) else {
-            metrics.connections_refused_per_address.inc();
-            debug!(%peer, "API connection refused: its address holds its share of connections");
-            connections.spawn(async move {
-                refuse(tcp).await;
-                drop(slot);
-            });
-            continue;
-        };
+    let cap = Some(limits.max_connections);
+    http_server::accept(listener, cap, shutdown.clone(), "API", move |accepted| {
+        let address_slot = addresses.try_acquire(accepted.peer.ip());
         let (router, builder, metrics) = (router.clone(), builder.clone(), metrics.clone());
         let shutdown = shutdown.clone();
-        connections.spawn(async move {
+        async move {
+            let Accepted { tcp, peer, slot } = accepted;
+            let Some(address_slot) = address_slot else {
+                metrics.connections_refused_per_address.inc();
+                debug!(%peer, "API connection refused: its address holds its share of connections");
+                refuse(tcp).await;
+                drop(slot);
+                return;
+            };
             metrics.connections.inc();
-            connection(&builder, tcp, peer, router, &metrics, shutdown).await;
+            let served = http_server::serve_connection(
+                &builder,
+                tcp,
+                peer,
+                router,
+                shutdown.cancelled_owned(),
+            )
+            .await;
+            if let Err(err) = served {
+                if is_header_timeout(err.as_ref()) {
+                    metrics.header_read_timeouts.inc();
+                    debug!(%peer, "API connection closed: request headers not received in time");
+                } else {
+                    debug!(%peer, error = %err, "API connection ended with an error");
+                }
+            }
             metrics.connections.dec();
             drop((address_slot, slot));
-        });
-    }
-    drop(listener);
-    crate::runtime::shutdown::drain_connections(connections, "API").await;
-}
-
-/// One client connection: HTTP/1 until the client leaves, its headers are late, or the process
-/// stops (then it closes after the request in flight).
-async fn connection(
-    builder: &auto::Builder<TokioExecutor>,
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-    router: Router,
-    metrics: &ApiMetrics,
-    shutdown: CancellationToken,
-) {
-    let service = router.map_request(move |mut request: axum::extract::Request<_>| {
-        request.extensions_mut().insert(ConnectInfo(peer));
-        request
-    });
-    let conn = builder.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(service));
-    let mut conn = std::pin::pin!(conn);
-    let mut closing = false;
-    loop {
-        tokio::select! {
-            result = conn.as_mut() => {
-                if let Err(err) = result {
-                    if is_header_timeout(err.as_ref()) {
-                        metrics.header_read_timeouts.inc();
-                        debug!(%peer, "API connection closed: request headers not received in time");
-                    } else {
-                        debug!(%peer, error = %err, "API connection ended with an error");
-                    }
-                }
-                return;
-            }
-            () = shutdown.cancelled(), if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
         }
-    }
+    })
+    .await;
 }
 
 /// Answers a connection over its address's share with a 429 problem, within a second, and

@@ -15,10 +15,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::extract::ConnectInfo;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use kube::Client;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject as _;
@@ -27,14 +25,13 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt as _;
 use tracing::{debug, info, warn};
 
 use super::certs::{self, Bundle};
 use super::registration::Upkeep;
+use crate::runtime::http_server;
 
 /// How often [`keep_current`] re-reads the Secret, in production: renewals happen a month
 /// before expiry, so minutes are plenty.
@@ -128,7 +125,8 @@ pub async fn serve(
 
 /// Serves `router` over HTTPS (HTTP/1.1 and HTTP/2) on `listener` until `shutdown`, then
 /// lets requests in flight finish (for up to 10 s). Handlers can read the client's address as
-/// `ConnectInfo<SocketAddr>`.
+/// `ConnectInfo<SocketAddr>`. A connection is closed after the request in flight when the
+/// certificate changes or the process stops.
 pub async fn serve_on(
     listener: TcpListener,
     router: Router,
@@ -136,84 +134,40 @@ pub async fn serve_on(
     shutdown: CancellationToken,
 ) {
     let acceptor = TlsAcceptor::from(server_config(resolver.clone()));
-    let mut connections = JoinSet::new();
-    loop {
-        let (tcp, peer) = tokio::select! {
-            () = shutdown.cancelled() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(err) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    warn!(error = %err, "accepting a webhook connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        connections.spawn(connection(
-            acceptor.clone(),
-            tcp,
-            peer,
-            router.clone(),
-            resolver.changes(),
-            shutdown.clone(),
-        ));
-    }
-    drop(listener);
-    crate::runtime::shutdown::drain_connections(connections, "webhook").await;
-}
-
-/// One client connection: the TLS handshake, then HTTP until the client leaves, the
-/// certificate changes or the process stops (the last two close it after the request in
-/// flight).
-async fn connection(
-    acceptor: TlsAcceptor,
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-    router: Router,
-    mut changes: watch::Receiver<Arc<CertifiedKey>>,
-    shutdown: CancellationToken,
-) {
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(err)) => {
-            debug!(%peer, error = %err, "webhook TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            debug!(%peer, "webhook TLS handshake timed out");
-            return;
-        }
-    };
-    let service = router.map_request(move |mut request: axum::extract::Request<_>| {
-        request.extensions_mut().insert(ConnectInfo(peer));
-        request
-    });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new());
     builder.http2().timer(TokioTimer::new());
-    let conn = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
-    let mut conn = std::pin::pin!(conn);
-    let mut closing = false;
-    loop {
-        tokio::select! {
-            result = conn.as_mut() => {
-                if let Err(err) = result {
+    let builder = Arc::new(builder);
+    http_server::accept(
+        listener,
+        None,
+        shutdown.clone(),
+        "webhook",
+        move |accepted| {
+            let (acceptor, builder, router) = (acceptor.clone(), builder.clone(), router.clone());
+            let (mut changes, shutdown) = (resolver.changes(), shutdown.clone());
+            async move {
+                let peer = accepted.peer;
+                let Some(tls) =
+                    http_server::handshake(&acceptor, accepted.tcp, peer, HANDSHAKE_TIMEOUT).await
+                else {
+                    return;
+                };
+                let close = async move {
+                    tokio::select! {
+                        _ = changes.changed() => {}
+                        () = shutdown.cancelled() => {}
+                    }
+                };
+                if let Err(err) =
+                    http_server::serve_connection(&builder, tls, peer, router, close).await
+                {
                     debug!(%peer, error = %err, "webhook connection ended with an error");
                 }
-                return;
             }
-            _ = changes.changed(), if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
-            () = shutdown.cancelled(), if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
-        }
-    }
+        },
+    )
+    .await;
 }
 
 /// Reads the Secret's bundle (creating or renewing it when needed), publishes its CA bundle in
@@ -313,6 +267,7 @@ mod tests {
 
     use super::*;
     use crate::intercept::certs::{Renewal, issue, sans};
+    use axum::extract::ConnectInfo;
 
     fn bundle() -> Bundle {
         issue(

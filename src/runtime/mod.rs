@@ -1,8 +1,9 @@
 //! The runtime every component runs on: the client to the API server (its requests counted,
 //! [`requests`]), the shared caches, leader status, readiness, shutdown, the identity the
 //! operator writes Events and holds the Lease under, how every write is made (field managers,
-//! conflict retry, API answer codes: [`write`]), the one rollout write the components share
-//! ([`rollout`]), and the reconcile-duration histogram every controller records into
+//! conflict retry, API answer codes: [`write`]), the one HTTP server the API and the webhook
+//! share ([`http_server`]), the one rollout write the components share ([`rollout`]), and the
+//! reconcile-duration histogram every controller records into
 //! ([`reconciles`]). The wiring registers the metric families defined here.
 //!
 //! Layering: the runtime depends only on [`crate::resources`] and [`crate::k8s`]; the components
@@ -20,6 +21,7 @@ pub mod connection;
 pub mod contact;
 pub mod events;
 pub mod fresh_cache;
+pub mod http_server;
 pub mod keyed_limit;
 pub mod leader;
 pub mod lookup;
