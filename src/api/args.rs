@@ -4,7 +4,6 @@
 use clap::Args;
 
 use super::{oidc, ratelimit, static_tokens};
-use crate::operations::ttl;
 
 /// `--token-audience` when none is given: the same for every install.
 pub const DEFAULT_TOKEN_AUDIENCE: &str = "disruption-guard";
@@ -67,17 +66,17 @@ pub struct ApiArgs {
     /// How long an issuer's keys keep verifying after the last successful fetch of its JWKS:
     /// while the issuer cannot be reached, keys it may have withdrawn are honoured this long,
     /// no longer (at least 10s).
-    #[arg(long, env = "DISRUPTION_GUARD_OIDC_KEYS_MAX_AGE", default_value = "24h", value_parser = parse_ttl_flag)]
+    #[arg(long, env = "DISRUPTION_GUARD_OIDC_KEYS_MAX_AGE", default_value = "24h", value_parser = crate::resources::duration::parse)]
     pub oidc_keys_max_age: std::time::Duration,
 
     /// Longest lifetime (`exp − iat`) of an accepted CI id-token; a token minted to live
     /// longer is refused (401), whatever its remaining time. The default covers GitHub Actions
     /// (minutes) and GitLab, whose id-tokens live as long as the job's timeout (1h by default).
-    #[arg(long, env = "DISRUPTION_GUARD_OIDC_MAX_TOKEN_LIFETIME", default_value = "1h", value_parser = parse_ttl_flag)]
+    #[arg(long, env = "DISRUPTION_GUARD_OIDC_MAX_TOKEN_LIFETIME", default_value = "1h", value_parser = crate::resources::duration::parse)]
     pub oidc_max_token_lifetime: std::time::Duration,
 
     /// Time to live of a window whose open names none.
-    #[arg(long, env = "DISRUPTION_GUARD_DEFAULT_TTL", default_value = "30m", value_parser = parse_ttl_flag)]
+    #[arg(long, env = "DISRUPTION_GUARD_DEFAULT_TTL", default_value = "30m", value_parser = crate::resources::duration::parse)]
     pub default_ttl: std::time::Duration,
 
     /// Largest accepted request body, in bytes.
@@ -105,13 +104,13 @@ pub struct ApiArgs {
 
     /// Time a client has to send a request's headers, from when its connection opened or
     /// was answered; a connection that is slower (or idle) is closed.
-    #[arg(long, env = "DISRUPTION_GUARD_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_ttl_flag)]
+    #[arg(long, env = "DISRUPTION_GUARD_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = crate::resources::duration::parse)]
     pub header_read_timeout: std::time::Duration,
 
     /// Time a client has to send a request's whole body, from when its headers arrived; a
     /// slower body is a 408 and the connection is closed (the body is read before the request
     /// is authenticated).
-    #[arg(long, env = "DISRUPTION_GUARD_BODY_READ_TIMEOUT", default_value = "10s", value_parser = parse_ttl_flag)]
+    #[arg(long, env = "DISRUPTION_GUARD_BODY_READ_TIMEOUT", default_value = "10s", value_parser = crate::resources::duration::parse)]
     pub body_read_timeout: std::time::Duration,
 
     /// Connections served at once; further clients wait to be accepted. Lowered to what the
@@ -136,8 +135,4 @@ pub struct ApiArgs {
 
 fn parse_issuer_flag(text: &str) -> Result<String, String> {
     oidc::normalize_issuer(text)
-}
-
-fn parse_ttl_flag(text: &str) -> Result<std::time::Duration, String> {
-    ttl::parse(text)
 }

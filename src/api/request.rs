@@ -39,7 +39,7 @@ impl WaitQuery {
         }
         let timeout = match &self.timeout {
             None => DEFAULT_WAIT,
-            Some(t) => crate::operations::ttl::parse(t)
+            Some(t) => crate::resources::duration::parse(t)
                 .map_err(|e| ApiError::BadRequest(format!("timeout: {e}")))?,
         };
         if timeout > MAX_WAIT {

@@ -10,12 +10,8 @@ use super::connection::Connection;
 use crate::client::output::{self, Format};
 use crate::client::run::{RunPlan, github_output};
 use crate::client::{ClientError, wait};
-use crate::operations::ttl;
 use crate::operations::types::{CiMeta, OpenRequest, ProtectInput, SelectorInput};
-
-fn duration(text: &str) -> Result<Duration, String> {
-    ttl::parse(text)
-}
+use crate::resources::duration;
 
 /// What a new window protects and why.
 #[derive(Debug, Clone, Args)]
@@ -43,7 +39,7 @@ pub struct OpenArgs {
     #[arg(long)]
     pub no_wait: bool,
     /// How long to wait for protection to be in effect.
-    #[arg(long, default_value = "2m", value_parser = duration)]
+    #[arg(long, default_value = "2m", value_parser = duration::parse)]
     pub wait_timeout: Duration,
 }
 
@@ -66,7 +62,7 @@ pub struct CloseArgs {
     #[arg(long)]
     pub no_wait: bool,
     /// How long to wait for the release.
-    #[arg(long, default_value = "1m", value_parser = duration)]
+    #[arg(long, default_value = "1m", value_parser = duration::parse)]
     pub wait_timeout: Duration,
 }
 
@@ -94,7 +90,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub open: OpenArgs,
     /// How often to renew while the command runs; a third of the ttl when absent.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration::parse)]
     pub heartbeat: Option<Duration>,
     /// When the guard cannot be reached (or fails) past --retry-for, run the command anyway,
     /// unprotected, with a loud warning, instead of failing the job.
@@ -259,7 +255,7 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
                 .open
                 .ttl
                 .as_deref()
-                .and_then(|t| ttl::parse(t).ok())
+                .and_then(|t| duration::parse(t).ok())
                 .unwrap_or(Duration::from_secs(30 * 60));
             let heartbeat = args
                 .heartbeat

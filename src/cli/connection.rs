@@ -10,8 +10,9 @@ use crate::client::credentials::TokenSource;
 use crate::client::output::Format;
 use crate::client::retry::RetryPolicy;
 use crate::client::{Backend, ClientError, HttpBackend};
-use crate::operations::ttl::{self, TtlLimits};
+use crate::operations::ttl::TtlLimits;
 use crate::operations::windows::Windows;
+use crate::resources::duration;
 
 /// The CI provider whose OIDC id-token the client uses (`--oidc`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -99,7 +100,7 @@ fn duration_or_zero(text: &str) -> Result<Duration, String> {
     if text.trim().trim_end_matches(['s', 'm', 'h']) == "0" {
         return Ok(Duration::ZERO);
     }
-    ttl::parse(text)
+    duration::parse(text)
 }
 
 /// The ttl limits of direct mode: the operator's own defaults (`--default-ttl`, `--max-ttl`),

@@ -26,6 +26,6 @@ pub struct DrainArgs {
     pub drain_namespace_selector: Option<String>,
 
     /// Look at every disrupted node this often, besides reacting to changes.
-    #[arg(long, env = "DISRUPTION_GUARD_DRAIN_RESYNC", default_value = "10s", value_parser = crate::k8s::duration::parse)]
+    #[arg(long, env = "DISRUPTION_GUARD_DRAIN_RESYNC", default_value = "10s", value_parser = crate::resources::duration::parse)]
     pub drain_resync: std::time::Duration,
 }

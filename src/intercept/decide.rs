@@ -264,7 +264,7 @@ pub fn timeout(flag: Option<Duration>, deployment: &Deployment) -> Duration {
 /// Parses `--intercept-timeout`: a Go duration from 1s to [`MAX_TIMEOUT`]. A longer hold
 /// would stall a drain past what any drainer waits for.
 pub fn parse_timeout(value: &str) -> Result<Duration, String> {
-    let timeout = crate::k8s::duration::parse(value)?;
+    let timeout = crate::resources::duration::parse(value)?;
     if timeout < Duration::from_secs(1) || timeout > MAX_TIMEOUT {
         return Err(format!(
             "{value:?} is out of range: the interception holds an eviction between 1s and \

@@ -1,12 +1,9 @@
 //! Pure Kubernetes helpers more than one part of the operator uses: reading the guard's
 //! entries in `metadata.managedFields` ([`fields`]), trimming cached objects to what the
-//! decisions read ([`trim`]), Go durations ([`duration`], kept with the resources since
-//! `spec.ttl` is one), whether a node is being
-//! disrupted ([`signals`]), how a Deployment rolls ([`strategy`]), what a rollout can save
+//! decisions read ([`trim`]), whether a node is being disrupted ([`signals`]), how a Deployment rolls ([`strategy`]), what a rollout can save
 //! ([`workload`]) and the rollout the guard writes, as data ([`rollout`]). No I/O; depends only
 //! on [`crate::resources`].
 
-pub use crate::resources::duration;
 pub mod fields;
 pub mod rollout;
 pub mod signals;

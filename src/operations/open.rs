@@ -120,10 +120,13 @@ pub fn name_for_key(key: &str) -> String {
 /// one; the idempotency key itself (header or body field) is left out. It tells a retry from
 /// another request made with the same key by mistake; it is no secret and no signature.
 pub fn request_digest(selector: &SelectorObject, req: &OpenRequest) -> String {
-    let ttl = req.ttl.as_deref().map(|t| match super::ttl::parse(t) {
-        Ok(d) => d.as_nanos().to_string(),
-        Err(_) => t.to_string(),
-    });
+    let ttl = req
+        .ttl
+        .as_deref()
+        .map(|t| match crate::resources::duration::parse(t) {
+            Ok(d) => d.as_nanos().to_string(),
+            Err(_) => t.to_string(),
+        });
     let mut canonical = json!({
         "selector": selector,
         "ttl": ttl,

@@ -1,12 +1,12 @@
 //! Time to live of a window: the server's default and maximum, and when a renewed window
 //! ends. Pure functions of plain data and an injected `now`; durations are Go durations
-//! ([`crate::k8s::duration`]).
+//! ([`crate::resources::duration`]).
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-pub use crate::k8s::duration::{format, parse};
+pub use crate::resources::duration::{format, parse};
 
 /// Limits on a window's time to live, set by `--default-ttl` and `--max-ttl`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

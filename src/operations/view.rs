@@ -76,5 +76,5 @@ impl WindowView {
 /// A duration in Go syntax, as `kubectl` shows it (`30m0s` → `30m`).
 pub fn go_duration(d: &kube::core::Duration) -> String {
     let std: std::time::Duration = (*d).into();
-    super::ttl::format(std)
+    crate::resources::duration::format(std)
 }

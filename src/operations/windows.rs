@@ -271,7 +271,7 @@ impl Windows {
                 return Err(ApiError::Timeout {
                     detail: format!(
                         "window {name:?} was not {what} within {}",
-                        super::ttl::format(timeout)
+                        crate::resources::duration::format(timeout)
                     ),
                     window: Box::new(WindowView::from_window(&last)),
                 });

@@ -10,11 +10,11 @@ use jiff::SignedDuration;
 pub struct WindowArgs {
     /// Longest a window may stay open from when it opened, whatever its ttl or renewals ask;
     /// the API also refuses a longer ttl.
-    #[arg(long, env = "DISRUPTION_GUARD_MAX_TTL", default_value = "24h", value_parser = crate::k8s::duration::parse)]
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_TTL", default_value = "24h", value_parser = crate::resources::duration::parse)]
     pub max_ttl: Duration,
 
     /// How long a Closed or Expired window is kept, with its report, before it is deleted.
-    #[arg(long, env = "DISRUPTION_GUARD_RETENTION", default_value = "1h", value_parser = crate::k8s::duration::parse)]
+    #[arg(long, env = "DISRUPTION_GUARD_RETENTION", default_value = "1h", value_parser = crate::resources::duration::parse)]
     pub retention: Duration,
 }
 

@@ -284,12 +284,12 @@ fn bound(
     daemon_sets: bool,
 ) -> Result<Option<String>, ApiError> {
     let (ttl, fill) = match requested {
-        Some(text) => match crate::operations::ttl::parse(text) {
+        Some(text) => match crate::resources::duration::parse(text) {
             Ok(ttl) => (ttl, None),
             Err(_) => return Ok(None),
         },
         None => match trust::ttl_cap(granted) {
-            Some(cap) if cap < default => (cap, Some(crate::operations::ttl::format(cap))),
+            Some(cap) if cap < default => (cap, Some(crate::resources::duration::format(cap))),
             _ => (default, None),
         },
     };

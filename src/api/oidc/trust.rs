@@ -335,8 +335,8 @@ pub fn admits(limits: &Limits, asked: &Asked) -> Result<(), String> {
     {
         return Err(format!(
             "ttl: {} is above the {} this CI trust allows",
-            crate::operations::ttl::format(asked.ttl),
-            crate::operations::ttl::format(max)
+            crate::resources::duration::format(asked.ttl),
+            crate::resources::duration::format(max)
         ));
     }
     for (key, value) in &limits.match_labels {
