@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 
 use super::decide::{Decision, SkipReason};
 use crate::runtime::Reconciles;
+use crate::runtime::labels::{ReasonLabel, ResultLabel};
 
 /// Label of `drain_decisions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -33,21 +34,6 @@ pub fn decision_label(decision: &Decision) -> &'static str {
         Decision::Skip { .. } => "skip",
         Decision::Ignore => "ignore",
     }
-}
-
-/// Label of `drain_rollouts_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// `rolled_out`, `changed` (the re-check before the patch decided otherwise),
-    /// or an error category.
-    pub result: &'static str,
-}
-
-/// Label of `drain_skips_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
-    /// A `SkipReason` label value.
-    pub reason: &'static str,
 }
 
 /// Every `result` of `drain_rollouts_total`: a rollout, a re-check that decided otherwise, and

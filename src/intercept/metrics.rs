@@ -6,27 +6,13 @@
 //! Every `reason` and `result` series exists from registration on (at 0), so `rate()` and
 //! `increase()` see the first one.
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::health::WebhookHealth;
-
-/// Label of `intercept_allowed_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
-    /// One of [`REASONS`].
-    pub reason: &'static str,
-}
-
-/// Label of `intercept_rollouts_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// One of [`RESULTS`].
-    pub result: &'static str,
-}
+use crate::runtime::labels::{ReasonLabel, ResultLabel};
 
 /// Allowed after the timeout.
 pub const TIMEOUT: &str = "timeout";

@@ -23,6 +23,7 @@ pub mod events;
 pub mod fresh_cache;
 pub mod http_server;
 pub mod keyed_limit;
+pub mod labels;
 pub mod leader;
 pub mod lookup;
 pub mod memory;
