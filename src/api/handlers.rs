@@ -1,4 +1,5 @@
-//! The HTTP handlers: check scope and permission, parse the body, call [`Windows`], answer.
+//! The HTTP handlers: each takes its request [`Authorized`] for its verb (permission, scope,
+//! name: [`super::request`]), parses the body, calls [`Windows`], answers.
 //!
 //! Each route needs one RBAC verb on `testwindows` in the namespace: open `create`, get
 //! `get`, list `list`, renew `patch`, close `delete`; the list of every namespace needs `list`
@@ -8,7 +9,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -18,7 +19,9 @@ use utoipa::IntoParams;
 use super::ApiState;
 use super::auth::Verb;
 use super::oidc::{bound_open, bound_renew};
-use super::request::{IDEMPOTENCY_KEY, WaitQuery, check_name, check_scope, parse_body, wait_slot};
+use super::request::{
+    Authorized, Close, IDEMPOTENCY_KEY, List, Open, Read, Renew, WaitQuery, parse_body, wait_slot,
+};
 use crate::operations::problem::{ApiError, Problem};
 use crate::operations::types::{OpenRequest, RenewRequest, WindowList, WindowView};
 use crate::operations::windows::{is_ready, is_ready_or_ended, is_released};
@@ -54,13 +57,11 @@ fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
 )]
 pub async fn open(
     State(state): State<ApiState>,
-    Path(ns): Path<String>,
     Query(query): Query<WaitQuery>,
+    Authorized { ns, who, .. }: Authorized<Open>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let who = state.auth.authorize(&headers, &ns, Verb::Create).await?;
-    check_scope(&state, &ns)?;
     let wait = query.timeout()?;
     let mut req: OpenRequest = parse_body(&headers, &body)?;
     if let Some(ci) = &who.ci {
@@ -147,12 +148,9 @@ pub struct ListQuery {
 )]
 pub async fn list(
     State(state): State<ApiState>,
-    Path(ns): Path<String>,
     Query(query): Query<ListQuery>,
-    headers: HeaderMap,
+    Authorized { ns, .. }: Authorized<List>,
 ) -> Result<Json<WindowList>, ApiError> {
-    state.auth.authorize(&headers, &ns, Verb::List).await?;
-    check_scope(&state, &ns)?;
     let labels = query.label_selector.as_deref();
     Ok(Json(state.windows.list(Some(&ns), labels).await?))
 }
@@ -202,12 +200,8 @@ pub async fn list_all(
 )]
 pub async fn get(
     State(state): State<ApiState>,
-    Path((ns, name)): Path<(String, String)>,
-    headers: HeaderMap,
+    Authorized { ns, name, .. }: Authorized<Read>,
 ) -> Result<Response, ApiError> {
-    state.auth.authorize(&headers, &ns, Verb::Get).await?;
-    check_scope(&state, &ns)?;
-    check_name(&ns, &name)?;
     Ok(view(StatusCode::OK, &state.windows.get(&ns, &name).await?))
 }
 
@@ -233,13 +227,10 @@ pub async fn get(
 )]
 pub async fn renew(
     State(state): State<ApiState>,
-    Path((ns, name)): Path<(String, String)>,
+    Authorized { ns, name, who, .. }: Authorized<Renew>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let who = state.auth.authorize(&headers, &ns, Verb::Patch).await?;
-    check_scope(&state, &ns)?;
-    check_name(&ns, &name)?;
     let req: RenewRequest = parse_body(&headers, &body)?;
     let default = state.windows.limits().default;
     let tw = state
@@ -273,13 +264,9 @@ pub async fn renew(
 )]
 pub async fn close(
     State(state): State<ApiState>,
-    Path((ns, name)): Path<(String, String)>,
     Query(query): Query<WaitQuery>,
-    headers: HeaderMap,
+    Authorized { ns, name, who, .. }: Authorized<Close>,
 ) -> Result<Response, ApiError> {
-    let who = state.auth.authorize(&headers, &ns, Verb::Delete).await?;
-    check_scope(&state, &ns)?;
-    check_name(&ns, &name)?;
     let wait = query.timeout()?;
     let _slot = wait_slot(&state, &who, wait)?;
     let tw = state.windows.close(&ns, &name).await?;

@@ -1,17 +1,93 @@
-//! What every handler checks of a request before it acts: the namespace and the window name
-//! from the path, the JSON body, the `?wait` query and a slot among the identity's waits.
+//! What every handler checks of a request before it acts: who asks and for which verb, the
+//! namespace and the window name from the path ([`Authorized`], an extractor), the JSON body,
+//! the `?wait` query and a slot among the identity's waits.
 
+use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::ApiState;
 use super::auth::Identity;
+use super::verb::Verb;
 use super::waits::WaitSlot;
 use crate::operations::problem::ApiError;
+
+/// What a route does to `testwindows`: the RBAC verb it needs in the namespace.
+pub trait Action {
+    const VERB: Verb;
+}
+
+macro_rules! actions {
+    ($($(#[$doc:meta])* $name:ident => $verb:ident,)*) => {$(
+        $(#[$doc])*
+        pub struct $name;
+        impl Action for $name {
+            const VERB: Verb = Verb::$verb;
+        }
+    )*};
+}
+
+actions! {
+    /// Open a window (`create`).
+    Open => Create,
+    /// Read one window (`get`).
+    Read => Get,
+    /// List a namespace's windows (`list`).
+    List => List,
+    /// Renew a window (`patch`).
+    Renew => Patch,
+    /// Close a window (`delete`).
+    Close => Delete,
+}
+
+/// A request whose caller may do `A` in the namespace of its path, a namespace this operator
+/// serves, on a window name that can exist (when the path names one). Checked in that order,
+/// before the handler runs: authentication first, so a caller without credentials learns
+/// nothing of the namespaces or names.
+pub struct Authorized<A> {
+    /// The namespace from the path.
+    pub ns: String,
+    /// The window name from the path; empty on a route without one.
+    pub name: String,
+    /// Who asks.
+    pub who: Identity,
+    action: PhantomData<A>,
+}
+
+impl<A: Action> FromRequestParts<ApiState> for Authorized<A> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Response> {
+        let Path(mut path) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let ns = path.remove("namespace").unwrap_or_default();
+        let name = path.remove("name").unwrap_or_default();
+        let checked = async {
+            let who = state.auth.authorize(&parts.headers, &ns, A::VERB).await?;
+            check_scope(state, &ns)?;
+            if !name.is_empty() {
+                check_name(&ns, &name)?;
+            }
+            Ok::<_, ApiError>(who)
+        };
+        let who = checked.await.map_err(IntoResponse::into_response)?;
+        Ok(Authorized {
+            ns,
+            name,
+            who,
+            action: PhantomData,
+        })
+    }
+}
 
 /// Header carrying the idempotency key of an open.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -100,7 +176,7 @@ pub fn wait_slot(
 }
 
 /// The namespace from the path: a valid name this operator serves (`--namespaces`).
-pub fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
+fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
     if !crate::operations::selector::is_dns_subdomain(ns) || ns.len() > 63 {
         return Err(ApiError::NotFound(format!(
             "namespace: {ns:?} is not a valid namespace name"
@@ -115,7 +191,7 @@ pub fn check_scope(state: &ApiState, ns: &str) -> Result<(), ApiError> {
 }
 
 /// A window name from the path: one that no object can have is a 404 without asking.
-pub fn check_name(ns: &str, name: &str) -> Result<(), ApiError> {
+fn check_name(ns: &str, name: &str) -> Result<(), ApiError> {
     if crate::operations::selector::is_dns_subdomain(name) {
         Ok(())
     } else {
