@@ -18,7 +18,7 @@ impl WindowView {
         WindowView {
             name: tw.name_any(),
             namespace: tw.namespace().unwrap_or_default(),
-            phase: format!("{:?}", status.phase),
+            phase: status.phase.as_str().to_string(),
             ready,
             closed: tw.spec.closed,
             selector: SelectorObject::from(&tw.spec.selector),

@@ -1,6 +1,7 @@
 //! A `TestWindow`'s status, written only by the window controller: its phase, the `Ready`
 //! condition, what it tracks between reconciles and the report; and the one decision of
-//! whether a window's protection is in effect ([`is_ready`]) or gone ([`is_released`]).
+//! whether a window's protection is in effect (`TestWindowStatus::is_ready`) or gone
+//! ([`is_released`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
@@ -46,11 +47,6 @@ impl Phase {
 
 /// The type of the condition that says whether protection is in effect.
 pub const READY: &str = "Ready";
-
-/// Whether protection is in effect, from the `Ready` condition's status.
-pub fn is_ready(ready_status: Option<&str>) -> bool {
-    ready_status == Some("True")
-}
 
 /// Whether a window has ended and its protection is gone, from its phase and the `Ready`
 /// condition's reason. The controller records the end first (the phase turns final, `Ready`
@@ -106,9 +102,9 @@ impl TestWindowStatus {
         self.conditions.iter().find(|c| c.type_ == READY)
     }
 
-    /// Whether protection is in effect: `Ready` is True ([`is_ready`]).
+    /// Whether protection is in effect: `Ready` is True.
     pub fn is_ready(&self) -> bool {
-        is_ready(self.ready_condition().map(|c| c.status.as_str()))
+        self.ready_condition().is_some_and(|c| c.status == "True")
     }
 
     /// Whether the window has ended and its protection is gone ([`is_released`]).
