@@ -1,5 +1,12 @@
 //! The drain watcher loop: on every trigger, look at the disrupted nodes it concerns, decide for
 //! each pod on them from the stores, report skips, and hand rollouts to [`Actor::act`].
+//!
+//! A plain loop rather than kube's `Controller<Node>`: the triggers are not only node events but
+//! pod and PDB changes that [`crate::runtime::caches`] maps to the node they concern, read from
+//! the stores the window controller and the webhook share; one decision spans nodes (the
+//! [`Ledger`] keeps a Deployment from being rolled out twice while its pod moves from node to
+//! node, and must forget a node by uid when it is deleted); and ending the disruption records is
+//! a cluster-wide pass after each batch. A burst of triggers is coalesced into one pass.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -5,6 +5,12 @@
 //! optimistic concurrency (`replace` with the observed `resourceVersion`), so two replicas can
 //! never both believe they hold it. A holder that cannot renew stops acting as soon as its own
 //! view of the Lease expires, before any other replica may take it over.
+//!
+//! Hand-written, not `kube-lease-manager` (0.13, on this kube) or `kubert`'s lease (0.25, on an
+//! older kube and k8s-openapi): `kube-lease-manager`'s watch keeps reporting `true` while its
+//! renewals fail and it backs off, so a holder cut off from the API server would go on writing
+//! past the Lease's expiry, when another replica may already hold it. Here leadership is a
+//! deadline taken before each renewal request is sent, so it runs out on its own.
 
 use std::time::Duration;
 
