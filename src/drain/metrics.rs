@@ -12,6 +12,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use strum::IntoEnumIterator;
+
 use super::decide::{Decision, SkipReason};
 use crate::runtime::Reconciles;
 use crate::runtime::labels::{ReasonLabel, ResultLabel};
@@ -46,38 +48,9 @@ pub const RESULTS: [&str; 5] = [
     "patch_failed",
 ];
 
-/// Every `reason` of `drain_skips_total`.
-pub const REASONS: [SkipReason; 11] = [
-    SkipReason::Recreate,
-    SkipReason::MaxSurgeZero,
-    SkipReason::MaxUnavailableNonZero,
-    SkipReason::InvalidStrategy,
-    SkipReason::Paused,
-    SkipReason::RolloutInProgress,
-    SkipReason::StatefulSet,
-    SkipReason::BarePod,
-    SkipReason::BareReplicaSet,
-    SkipReason::OptedOut,
-    SkipReason::TooManyReplicas,
-];
-
-/// Position of a reason in [`REASONS`]. The match has no wildcard: a new `SkipReason` does
-/// not compile until it is listed here, and the unit test checks it against the list.
-#[cfg(test)]
-const fn reason_index(reason: SkipReason) -> usize {
-    match reason {
-        SkipReason::Recreate => 0,
-        SkipReason::MaxSurgeZero => 1,
-        SkipReason::MaxUnavailableNonZero => 2,
-        SkipReason::InvalidStrategy => 3,
-        SkipReason::Paused => 4,
-        SkipReason::RolloutInProgress => 5,
-        SkipReason::StatefulSet => 6,
-        SkipReason::BarePod => 7,
-        SkipReason::BareReplicaSet => 8,
-        SkipReason::OptedOut => 9,
-        SkipReason::TooManyReplicas => 10,
-    }
+/// Every `reason` of `drain_skips_total`: each [`SkipReason`].
+pub fn reasons() -> impl Iterator<Item = SkipReason> {
+    SkipReason::iter()
 }
 
 /// Metric families of the drain watcher.
@@ -125,7 +98,7 @@ impl DrainMetrics {
         for result in RESULTS {
             drop(metrics.rollouts.get_or_create(&ResultLabel { result }));
         }
-        for reason in REASONS {
+        for reason in reasons() {
             drop(metrics.skips.get_or_create(&ReasonLabel {
                 reason: reason.as_str(),
             }));
@@ -201,7 +174,7 @@ mod tests {
             let line = format!("disruption_guard_drain_rollouts_total{{result=\"{result}\"}} 0\n");
             assert!(out.contains(&line), "missing {line} in\n{out}");
         }
-        for reason in REASONS {
+        for reason in reasons() {
             let line = format!(
                 "disruption_guard_drain_skips_total{{reason=\"{}\"}} 0\n",
                 reason.as_str()
@@ -215,7 +188,7 @@ mod tests {
         );
         assert_eq!(
             out.matches("disruption_guard_drain_skips_total{").count(),
-            REASONS.len()
+            reasons().count()
         );
     }
 
@@ -238,13 +211,8 @@ mod tests {
 
     #[test]
     fn the_lists_hold_every_reason_and_error_category_once() {
-        for (i, reason) in REASONS.iter().enumerate() {
-            assert_eq!(
-                reason_index(*reason),
-                i,
-                "{reason:?} out of place in REASONS"
-            );
-        }
+        let labels: std::collections::BTreeSet<_> = reasons().map(SkipReason::as_str).collect();
+        assert_eq!(labels.len(), reasons().count(), "two reasons share a label");
         let kube_error = || kube::Error::Service("connection refused".into());
         for err in [
             Error::Recheck {

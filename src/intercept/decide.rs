@@ -15,6 +15,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use strum::IntoEnumIterator;
 
 use crate::k8s::rollout::{self, NodeRef, Target};
 use crate::k8s::signals::{self, Raised, Signal};
@@ -68,8 +69,10 @@ pub struct Facts<'a> {
     pub timeout: Option<Duration>,
 }
 
-/// Why an eviction is let through at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Why an eviction is let through at once. The metric label of each is its name in snake case,
+/// or the [`SkipReason`]'s own for [`AllowReason::Cannot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum AllowReason {
     /// No such pod (already gone, or never cached).
     PodGone,
@@ -104,20 +107,39 @@ impl AllowReason {
     /// Metric label value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::PodGone => "pod_gone",
-            Self::UidMismatch => "uid_mismatch",
-            Self::Terminating => "terminating",
-            Self::NotRunning => "not_running",
-            Self::NotReady => "not_ready",
-            Self::PodOptedOut => "pod_opted_out",
-            Self::NamespaceOptedOut => "namespace_opted_out",
-            Self::NodeNotDisrupted => "node_not_disrupted",
-            Self::NotADeployment => "not_a_deployment",
-            Self::OwnerUnknown => "owner_unknown",
             Self::Cannot(reason) => reason.as_str(),
-            Self::RolledOutBefore => "rolled_out_before",
-            Self::DryRun => "dry_run",
+            other => other.into(),
         }
+    }
+
+    /// Every reason [`decide`] can give, each once: the label vocabulary of the metric. Every
+    /// [`SkipReason`] but `RolloutInProgress`, which only the drain watcher decides.
+    pub fn all() -> impl Iterator<Item = Self> {
+        use AllowReason::*;
+        let plain = [
+            PodGone,
+            UidMismatch,
+            Terminating,
+            NotRunning,
+            NotReady,
+            PodOptedOut,
+            NamespaceOptedOut,
+            NodeNotDisrupted,
+            NotADeployment,
+            OwnerUnknown,
+            RolledOutBefore,
+            DryRun,
+        ];
+        // No wildcard: a new reason does not compile until it is listed above.
+        for reason in plain {
+            match reason {
+                PodGone | UidMismatch | Terminating | NotRunning | NotReady | PodOptedOut
+                | NamespaceOptedOut | NodeNotDisrupted | NotADeployment | OwnerUnknown
+                | RolledOutBefore | DryRun | Cannot(_) => {}
+            }
+        }
+        let skips = SkipReason::iter().filter(|r| *r != SkipReason::RolloutInProgress);
+        plain.into_iter().chain(skips.map(Cannot))
     }
 }
 

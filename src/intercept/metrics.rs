@@ -11,6 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::decide::AllowReason;
 use super::health::WebhookHealth;
 use crate::runtime::labels::{ReasonLabel, ResultLabel};
 
@@ -25,36 +26,16 @@ pub const OUT_OF_SCOPE: &str = "out_of_scope";
 /// Allowed untouched because its client address is over `--intercept-rate-limit` (fail open).
 pub const RATE_LIMITED: &str = "rate_limited";
 
-/// Every `reason` of `intercept_allowed_total`: each `AllowReason` label, then the five above.
-pub const REASONS: [&str; 27] = [
-    "pod_gone",
-    "uid_mismatch",
-    "terminating",
-    "not_running",
-    "not_ready",
-    "pod_opted_out",
-    "namespace_opted_out",
-    "node_not_disrupted",
-    "not_a_deployment",
-    "owner_unknown",
-    "recreate",
-    "max_surge_zero",
-    "max_unavailable_nonzero",
-    "invalid_strategy",
-    "paused",
-    "statefulset",
-    "bare_pod",
-    "bare_replicaset",
-    "opted_out",
-    "too_many_replicas",
-    "rolled_out_before",
-    "dry_run",
-    TIMEOUT,
-    MALFORMED,
-    NOT_SYNCED,
-    OUT_OF_SCOPE,
-    RATE_LIMITED,
-];
+/// Every `reason` of `intercept_allowed_total`: each [`AllowReason`] label, then the five above.
+pub fn reasons() -> impl Iterator<Item = &'static str> {
+    AllowReason::all().map(AllowReason::as_str).chain([
+        TIMEOUT,
+        MALFORMED,
+        NOT_SYNCED,
+        OUT_OF_SCOPE,
+        RATE_LIMITED,
+    ])
+}
 
 /// Every `result` of `intercept_rollouts_total`: made, already made (by this or another
 /// writer), declined by the fresh re-check or moved on, and each rollout error category.
@@ -100,7 +81,7 @@ impl Default for InterceptMetrics {
             answer: Histogram::new(exponential_buckets(0.0001, 2.0, 14)),
             health: std::sync::Arc::default(),
         };
-        for reason in REASONS {
+        for reason in reasons() {
             drop(metrics.allowed.get_or_create(&ReasonLabel { reason }));
         }
         for result in RESULTS {
@@ -162,49 +143,6 @@ impl InterceptMetrics {
     }
 }
 
-/// Every reason an [`AllowReason`] can have, for the test that keeps [`REASONS`] complete.
-#[cfg(test)]
-fn every_allow_reason() -> Vec<super::decide::AllowReason> {
-    use super::decide::AllowReason::*;
-    use crate::k8s::workload::SkipReason;
-    let skips = [
-        SkipReason::Recreate,
-        SkipReason::MaxSurgeZero,
-        SkipReason::MaxUnavailableNonZero,
-        SkipReason::InvalidStrategy,
-        SkipReason::Paused,
-        SkipReason::StatefulSet,
-        SkipReason::BarePod,
-        SkipReason::BareReplicaSet,
-        SkipReason::OptedOut,
-        SkipReason::TooManyReplicas,
-    ];
-    let mut all = vec![
-        PodGone,
-        UidMismatch,
-        Terminating,
-        NotRunning,
-        NotReady,
-        PodOptedOut,
-        NamespaceOptedOut,
-        NodeNotDisrupted,
-        NotADeployment,
-        OwnerUnknown,
-        RolledOutBefore,
-        DryRun,
-    ];
-    all.extend(skips.map(Cannot));
-    // No wildcard: a new reason must be listed above.
-    for reason in &all {
-        match reason {
-            PodGone | UidMismatch | Terminating | NotRunning | NotReady | PodOptedOut
-            | NamespaceOptedOut | NodeNotDisrupted | NotADeployment | OwnerUnknown
-            | RolledOutBefore | DryRun | Cannot(_) => {}
-        }
-    }
-    all
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,7 +154,7 @@ mod tests {
     #[test]
     fn every_allow_reason_has_a_series_from_the_start() {
         let out = encoded(&InterceptMetrics::default());
-        for reason in every_allow_reason() {
+        for reason in AllowReason::all() {
             let line = format!(
                 "disruption_guard_intercept_allowed_total{{reason=\"{}\"}} 0\n",
                 reason.as_str()
@@ -230,8 +168,8 @@ mod tests {
         }
         assert!(out.contains("disruption_guard_intercept_timeouts_total 0\n"));
         assert!(out.contains("disruption_guard_intercept_answer_seconds_count 0\n"));
-        let unique: std::collections::BTreeSet<_> = REASONS.iter().collect();
-        assert_eq!(unique.len(), REASONS.len());
+        let unique: std::collections::BTreeSet<_> = reasons().collect();
+        assert_eq!(unique.len(), reasons().count(), "two reasons share a label");
     }
 
     #[test]

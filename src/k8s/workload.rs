@@ -30,17 +30,22 @@ pub enum Owner<'a> {
     Other(&'a OwnerReference),
 }
 
-/// Why a rollout cannot save a pod (or was not made).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Why a rollout cannot save a pod (or was not made). The metric label of each is its name in
+/// snake case, as [`SkipReason::as_str`] gives it; `SkipReason::iter()` lists them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::EnumIter, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum SkipReason {
     Recreate,
     MaxSurgeZero,
+    #[strum(serialize = "max_unavailable_nonzero")]
     MaxUnavailableNonZero,
     InvalidStrategy,
     Paused,
     RolloutInProgress,
+    #[strum(serialize = "statefulset")]
     StatefulSet,
     BarePod,
+    #[strum(serialize = "bare_replicaset")]
     BareReplicaSet,
     OptedOut,
     TooManyReplicas,
@@ -49,19 +54,7 @@ pub enum SkipReason {
 impl SkipReason {
     /// Metric label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Recreate => "recreate",
-            Self::MaxSurgeZero => "max_surge_zero",
-            Self::MaxUnavailableNonZero => "max_unavailable_nonzero",
-            Self::InvalidStrategy => "invalid_strategy",
-            Self::Paused => "paused",
-            Self::RolloutInProgress => "rollout_in_progress",
-            Self::StatefulSet => "statefulset",
-            Self::BarePod => "bare_pod",
-            Self::BareReplicaSet => "bare_replicaset",
-            Self::OptedOut => "opted_out",
-            Self::TooManyReplicas => "too_many_replicas",
-        }
+        self.into()
     }
 
     /// Whether the skip leaves a drain blocked that a person should look at (a Warning Event).
