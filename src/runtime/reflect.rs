@@ -1,5 +1,7 @@
-//! How the operator watches a kind into a cache: [`reflect`] (the one way a reflector is
-//! started), the list page size, an [`Api`] over the operator's scope, and [`hand_on`] (what a
+//! How the operator watches a kind into a shared cache: [`reflect`] (the one way such a
+//! reflector is started; the window controller's own two watches, of TestWindows and of
+//! Karpenter's dynamically typed NodeClaims, are streams kube's `Controller` consumes itself, in
+//! `window::run` and `window::wakeups`), the list page size, an [`Api`] over the operator's scope, and [`hand_on`] (what a
 //! watch does with each event: the changed object to the window controller, a
 //! [`NodeTrigger`] to the drain watcher). Shared by [`super::caches`] and
 //! [`super::pod_scopes`].
@@ -62,7 +64,7 @@ impl<K> Cacheable for K where
 
 /// Starts a watch of `api` (with `config`) into the store `writer` feeds, each object trimmed
 /// by `trim`; every event, once the store took it, is shown to `on_event`. The one way the
-/// operator starts a reflector; the task runs until aborted.
+/// operator starts a shared cache; the task runs until aborted.
 ///
 /// The task supervises its watch: should the watch panic (a parser deep inside the client, a
 /// bug in `on_event`) or its stream end, that is logged as an error, `ready` says the replica
