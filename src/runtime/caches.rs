@@ -241,6 +241,18 @@ pub fn read_only<K: Cacheable>(
     ready: &Arc<Readiness>,
     trim: fn(&mut K),
 ) -> (Store<K>, JoinHandle<()>) {
+    store_of(name, api, ready, trim, |_| {})
+}
+
+/// A store of all of `api` (trimmed by `trim`), driven by its own task; each event is shown to
+/// `on_event`.
+fn store_of<K: Cacheable>(
+    name: &'static str,
+    api: Api<K>,
+    ready: &Arc<Readiness>,
+    trim: fn(&mut K),
+    on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
+) -> (Store<K>, JoinHandle<()>) {
     let (store, writer) = reflector::store();
     let task = reflect(
         name,
@@ -249,7 +261,7 @@ pub fn read_only<K: Cacheable>(
         trim,
         writer,
         ready.clone(),
-        |_| {},
+        on_event,
     );
     (store, task)
 }
@@ -268,16 +280,12 @@ fn watch_workloads<K>(
 where
     K: Cacheable + Resource<Scope = NamespaceResourceScope>,
 {
-    let (store, writer) = reflector::store();
     let drain = drain.clone();
-    let api = scoped::<K>(client, scope);
-    let task = reflect(
+    store_of(
         name,
-        api,
-        watcher::Config::default(),
+        scoped::<K>(client, scope),
+        ready,
         trim,
-        writer,
-        ready.clone(),
         move |event| {
             if matches!(
                 event,
@@ -287,8 +295,7 @@ where
             }
             on_event(&event);
         },
-    );
-    (store, task)
+    )
 }
 
 /// Keeps a pod scope for each node being disrupted, from the node watch's events.
