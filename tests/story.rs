@@ -11,12 +11,14 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use disruption_guard::resources::TestWindow;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
+use support::drain::metric;
 use support::operator::Operator;
 use support::{karpenter, wait, with_namespace};
 
@@ -36,6 +38,28 @@ struct RunFigures {
     /// Guarded runs: how long after the window closed Karpenter consolidated again (a node of
     /// the window's time removed, and no more nodes than the unguarded run ended with).
     consolidated_after_close: Option<Duration>,
+    /// Node-seconds during the test period in which a node Karpenter could disrupt
+    /// (`karpenter::candidates`) hosted a live pod of the Deployments, measured from outside.
+    held_outside: f64,
+    /// Guarded runs: the node-seconds held, as the window's report says after it closed.
+    held_reported: Option<u64>,
+    /// Guarded runs: `disruption_guard_held_node_seconds_total` of the namespace after the close.
+    held_metric: Option<f64>,
+}
+
+/// Nodes among `candidates` that host a live pod labelled `story=true`.
+async fn held_nodes(pods: &Api<Pod>, candidates: &BTreeSet<String>) -> usize {
+    let Ok(list) = pods.list(&ListParams::default().labels("story=true")).await else {
+        return 0;
+    };
+    let hosts: BTreeSet<String> = list
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    hosts.intersection(candidates).count()
 }
 
 fn app(name: &str, tag: &str) -> Deployment {
@@ -187,7 +211,13 @@ async fn run_story(
     let mut seen = seen_before.clone();
     let started = Instant::now();
     let mut last_node_sample = None::<Instant>;
+    let mut last_held = (Instant::now(), 0usize);
     while started.elapsed() < TEST_PERIOD {
+        // Each held sample stands until the next one.
+        let candidates = karpenter::candidates(&client).await;
+        let held = held_nodes(&pods, &candidates).await;
+        figures.held_outside += last_held.1 as f64 * last_held.0.elapsed().as_secs_f64();
+        last_held = (Instant::now(), held);
         for name in APPS {
             if ready_endpoints(&slices, name).await == 0 {
                 *figures.downtime.entry(name.to_string()).or_default() +=
@@ -208,6 +238,7 @@ async fn run_story(
         }
         tokio::time::sleep(SAMPLE_EVERY).await;
     }
+    figures.held_outside += last_held.1 as f64 * last_held.0.elapsed().as_secs_f64();
     // Every pod that ever ran beyond the one per Deployment at the start was a replacement.
     figures.pods_disrupted = seen.len() - seen_before.len();
     if let Some(mut runner) = runner.take() {
@@ -217,6 +248,21 @@ async fn run_story(
             "disruption-guard run exits with sleep's code 0"
         );
         let closed = Instant::now();
+        let windows: Api<TestWindow> = Api::namespaced(client.clone(), &ns);
+        let window = windows.list(&ListParams::default()).await.unwrap().items;
+        assert_eq!(window.len(), 1, "disruption-guard run opened one window");
+        let report = window[0].status.as_ref().map(|s| s.report.clone());
+        figures.held_reported = report.map(|r| r.held_node_seconds.total());
+        if let Some(op) = guard {
+            let text = op.metrics().await;
+            let held = ["annotation", "pdb"].map(|reason| {
+                let series = format!(
+                    "disruption_guard_held_node_seconds_total{{namespace=\"{ns}\",reason=\"{reason}\"}}"
+                );
+                metric(&text, &series)
+            });
+            figures.held_metric = Some(held.iter().sum());
+        }
         let at_close = karpenter::node_names(&client).await;
         wait::until(
             "Karpenter to consolidate again after the window",
@@ -264,6 +310,16 @@ fn print(label: &str, f: &RunFigures) {
     if let Some(after) = f.consolidated_after_close {
         eprintln!("story [{label}] Karpenter consolidated again {after:?} after the window closed");
     }
+    eprintln!(
+        "story [{label}] node-seconds a node Karpenter could disrupt hosted the pods (outside): {:.1}",
+        f.held_outside
+    );
+    if let Some(reported) = f.held_reported {
+        eprintln!(
+            "story [{label}] node-seconds held, by the window's report: {reported}, by the metric: {:?}",
+            f.held_metric
+        );
+    }
 }
 
 async fn story(guarded: bool, target_nodes: usize) -> RunFigures {
@@ -306,5 +362,24 @@ async fn karpenter_consolidation_kills_lone_pods_mid_test_unless_a_window_protec
         with.downtime.values().all(|s| *s == 0.0),
         "every Deployment kept a ready endpoint: {:?}",
         with.downtime
+    );
+    // What protection cost, as the product reports it, agrees with the outside measure: the
+    // window's holds run from its open to its close, the outside samples from the tests' start
+    // to the end of the test period, a second or two apart at each end, per node.
+    let reported = with.held_reported.expect("the window's report") as f64;
+    assert!(
+        with.held_outside > 0.0,
+        "Karpenter found a protected node it could disrupt during the tests"
+    );
+    let slack = 5.0 + 0.1 * with.held_outside;
+    assert!(
+        (reported - with.held_outside).abs() <= slack,
+        "the report's {reported} node-seconds held agree with the {:.1} measured outside (±{slack:.1})",
+        with.held_outside
+    );
+    assert_eq!(
+        with.held_metric,
+        Some(reported),
+        "the metric counts what the report says"
     );
 }

@@ -145,6 +145,12 @@ pub fn report(w: &WindowView) -> String {
         r.evictions_blocked,
         r.rollouts,
     );
+    if r.held_node_seconds > 0 {
+        out.push_str(&format!(
+            "  cost: {:.1} node-minutes held that Karpenter could have reclaimed\n",
+            r.held_node_seconds as f64 / 60.0
+        ));
+    }
     if r.clean {
         out.push_str("  result: clean, nothing of the selection was disrupted\n");
     } else {

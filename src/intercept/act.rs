@@ -21,6 +21,7 @@ use crate::k8s::signals::Signal;
 use crate::k8s::workload::{self, Chain, SkipReason, Surge};
 use crate::runtime::Pods;
 use crate::runtime::events::Note;
+use crate::runtime::held;
 use crate::runtime::rollout::{Cause, Check, Fresh, Outcome, Rollouts};
 
 /// Action of the interception's Events.
@@ -167,6 +168,9 @@ impl Actor {
                 .as_secs_f64()
                 .max(0.0);
             self.metrics.deny_to_gone.observe(seconds);
+            // The pod held its node from the first deny until it was gone.
+            let namespace = &hold.target.namespace;
+            self.metrics.held.add(namespace, held::EVICTION, seconds);
             info!(
                 namespace = %hold.target.namespace, pod = %hold.target.pod,
                 seconds, "held pod gone"

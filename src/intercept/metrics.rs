@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 use super::decide::AllowReason;
 use super::health::WebhookHealth;
+use crate::runtime::held::HeldNodeSeconds;
 use crate::runtime::labels::{ReasonLabel, ResultLabel};
 
 /// Allowed after the timeout.
@@ -67,6 +68,8 @@ pub struct InterceptMetrics {
     pub answer: Histogram,
     /// `intercept_registered` and the certificate's expiry, computed at scrape time.
     pub health: std::sync::Arc<WebhookHealth>,
+    /// Node-seconds held by held evictions (the family shared with the window controller).
+    pub held: HeldNodeSeconds,
 }
 
 impl Default for InterceptMetrics {
@@ -80,6 +83,7 @@ impl Default for InterceptMetrics {
             deny_to_gone: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             answer: Histogram::new(exponential_buckets(0.0001, 2.0, 14)),
             health: std::sync::Arc::default(),
+            held: HeldNodeSeconds::default(),
         };
         for reason in reasons() {
             drop(metrics.allowed.get_or_create(&ReasonLabel { reason }));

@@ -305,6 +305,10 @@ pub struct ReportView {
     /// Nodes of the selection that were disrupted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes_disrupted: Vec<String>,
+    /// What protection cost: node-seconds during which a node Karpenter could disrupt was kept
+    /// by the window (counted as each hold ends; the status has them by annotation and PDB).
+    #[serde(default)]
+    pub held_node_seconds: u64,
 }
 
 /// A status condition.

@@ -45,6 +45,7 @@ impl WindowView {
                 disrupted_pods: status.report.disrupted_pods.clone(),
                 rollouts: status.report.rollouts,
                 nodes_disrupted: status.report.nodes_disrupted.clone(),
+                held_node_seconds: status.report.held_node_seconds.total(),
             },
             conditions: status
                 .conditions

@@ -20,6 +20,7 @@ use super::process::ProcessCollector;
 use crate::api::ApiMetrics;
 use crate::drain::DrainMetrics;
 use crate::intercept::InterceptMetrics;
+use crate::runtime::held::HeldNodeSeconds;
 use crate::runtime::{ReconcileMetrics, RequestMetrics};
 use crate::window::WindowMetrics;
 
@@ -68,13 +69,19 @@ impl Default for Metrics {
         reconciles.register(registry);
         let kube_requests = RequestMetrics::default();
         kube_requests.register(registry);
-        let window = WindowMetrics::new(reconciles.controller(WINDOW_CONTROLLER));
+        let held = HeldNodeSeconds::default();
+        held.register(registry);
+        let mut window = WindowMetrics::new(reconciles.controller(WINDOW_CONTROLLER));
+        window.held = held.clone();
         window.register(registry);
         let drain = DrainMetrics::new(reconciles.controller(DRAIN_CONTROLLER));
         drain.register(registry);
         let api = ApiMetrics::default();
         api.register(registry);
-        let intercept = InterceptMetrics::default();
+        let intercept = InterceptMetrics {
+            held,
+            ..InterceptMetrics::default()
+        };
         intercept.register(registry);
         Self {
             registry: root,

@@ -126,12 +126,94 @@ pub struct Tracking {
     /// `restartedAt` of each protected Deployment's pod template when last seen.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub restarted_at: std::collections::BTreeMap<String, String>,
+    /// Nodes this window holds now, that Karpenter could otherwise disrupt, by node name: since
+    /// when, and by what.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub held: std::collections::BTreeMap<String, HeldNode>,
 }
 
 impl Tracking {
     /// True when nothing is tracked.
     pub fn is_empty(&self) -> bool {
-        self.pods.is_empty() && self.restarted_at.is_empty()
+        self.pods.is_empty() && self.restarted_at.is_empty() && self.held.is_empty()
+    }
+}
+
+/// A node the window has held since `since`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldNode {
+    /// When the hold began.
+    pub since: Time,
+    /// What holds it.
+    pub by: HeldBy,
+}
+
+/// What of a window keeps a node Karpenter could disrupt.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum HeldBy {
+    /// The `karpenter.sh/do-not-disrupt` annotation (on the pod or the node): Karpenter leaves
+    /// a consolidatable node alone.
+    Annotation,
+    /// The window's PodDisruptionBudget: Karpenter cannot evict the pod from the node.
+    Pdb,
+}
+
+impl HeldBy {
+    /// Metric label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HeldBy::Annotation => "annotation",
+            HeldBy::Pdb => "pdb",
+        }
+    }
+}
+
+/// Node-seconds a window held nodes Karpenter could otherwise disrupt, by what held them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldSeconds {
+    /// Held by the `do-not-disrupt` annotation.
+    #[serde(default)]
+    #[schemars(schema_with = "seconds")]
+    pub annotation: u64,
+    /// Held by the window's PodDisruptionBudget.
+    #[serde(default)]
+    #[schemars(schema_with = "seconds")]
+    pub pdb: u64,
+}
+
+impl HeldSeconds {
+    /// The seconds held by `by`.
+    pub fn get(&self, by: HeldBy) -> u64 {
+        match by {
+            HeldBy::Annotation => self.annotation,
+            HeldBy::Pdb => self.pdb,
+        }
+    }
+
+    /// Adds `seconds` held by `by`.
+    pub fn add(&mut self, by: HeldBy, seconds: u64) {
+        match by {
+            HeldBy::Annotation => self.annotation += seconds,
+            HeldBy::Pdb => self.pdb += seconds,
+        }
+    }
+
+    /// Every reason, with its seconds.
+    pub fn each(&self) -> [(HeldBy, u64); 2] {
+        [
+            (HeldBy::Annotation, self.annotation),
+            (HeldBy::Pdb, self.pdb),
+        ]
+    }
+
+    /// The node-seconds held in all.
+    pub fn total(&self) -> u64 {
+        self.annotation + self.pdb
     }
 }
 
@@ -200,6 +282,16 @@ pub struct WindowReport {
     /// Nodes hosting protected pods that were disrupted (tainted, cordoned, deleted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes_disrupted: Vec<String>,
+    /// What protection cost: node-seconds during which a node hosting a protected pod was one
+    /// Karpenter could disrupt (its NodeClaim `Consolidatable`, or the node being drained) and
+    /// the window kept it. Counted when each hold ends (the pod left the node, the node stopped
+    /// being a candidate, or the window ended).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_node_seconds: HeldSeconds,
+}
+
+fn is_zero(held: &HeldSeconds) -> bool {
+    held.total() == 0
 }
 
 impl WindowReport {
@@ -207,6 +299,11 @@ impl WindowReport {
     pub fn is_clean(&self) -> bool {
         self.pods_disrupted == 0 && self.nodes_disrupted.is_empty()
     }
+}
+
+/// Seconds are `u64` in Rust; Kubernetes schemas know `int64`, not `uint64`.
+fn seconds(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer", "format": "int64", "minimum": 0})
 }
 
 /// Counts are `u32` in Rust; Kubernetes schemas know `int32`/`int64`, not `uint32`.

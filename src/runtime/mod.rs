@@ -21,6 +21,7 @@ pub mod connection;
 pub mod contact;
 pub mod events;
 pub mod fresh_cache;
+pub mod held;
 pub mod http_server;
 pub mod keyed_limit;
 pub mod labels;

@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 use super::gauges::WindowGauges;
 use crate::resources::{Phase, TestWindowStatus};
 use crate::runtime::Reconciles;
+use crate::runtime::held::HeldNodeSeconds;
 
 /// Label set with an error category.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -57,6 +58,8 @@ pub struct WindowMetrics {
     writes: Counter,
     /// How long each reconcile took and whether it failed.
     pub reconcile_durations: Reconciles,
+    /// Node-seconds held by windows (the family shared with the interception).
+    pub held: HeldNodeSeconds,
 }
 
 impl Default for WindowMetrics {
@@ -79,6 +82,7 @@ impl WindowMetrics {
             reconciles: Counter::default(),
             writes: Counter::default(),
             reconcile_durations,
+            held: HeldNodeSeconds::default(),
         };
         // Every series with a known label value exists from the start, at 0.
         for category in super::error::CATEGORIES {

@@ -15,6 +15,7 @@ mod args;
 pub mod context;
 pub mod error;
 pub mod gauges;
+pub mod held;
 mod metrics;
 pub mod model;
 pub mod pdbs;

@@ -245,6 +245,12 @@ fn events(
 ) {
     let name = window.name_any();
     let was = previous.phase;
+    // What the report added to the node-seconds held, once: `previous` is what was written.
+    let namespace = window.metadata.namespace.as_deref().unwrap_or_default();
+    for (by, seconds) in status.report.held_node_seconds.each() {
+        let added = seconds.saturating_sub(previous.report.held_node_seconds.get(by));
+        ctx.metrics.held.add(namespace, by.as_str(), added as f64);
+    }
     if was == Phase::Pending && status.phase == Phase::Active {
         info!(window = %name, expires_at = %timing.expires_at, "window opened");
         let note = match &window.spec.opened_by {
@@ -287,11 +293,12 @@ fn events(
         info!(window = %name, phase = reason, "window ended, releasing protection");
         let r = &status.report;
         let note = format!(
-            "ended, releasing protection; report: {} evictions blocked, {} pods disrupted, {} rollouts, {} nodes disrupted",
+            "ended, releasing protection; report: {} evictions blocked, {} pods disrupted, {} rollouts, {} nodes disrupted, {} node-seconds held",
             r.evictions_blocked,
             r.pods_disrupted,
             r.rollouts,
-            r.nodes_disrupted.len()
+            r.nodes_disrupted.len(),
+            r.held_node_seconds.total()
         );
         ctx.publish(window, EventType::Normal, reason, note);
     }

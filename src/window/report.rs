@@ -125,6 +125,7 @@ pub fn update(
     let mut next = Tracking {
         pods: tally.follow(&tracking.pods),
         restarted_at: tracking.restarted_at.clone(),
+        held: Default::default(),
     };
     tally.track_new(selected, &tracking.pods, &mut next.pods);
     tally.count_rollouts(selected, &mut next.restarted_at);

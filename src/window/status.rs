@@ -7,10 +7,10 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::plan::{self, WindowFacts, WindowPlan};
-use super::report;
 use super::timing::Timing;
+use super::{held, report};
 use crate::k8s::signals::Signal;
-use crate::resources::window_status::READY;
+use crate::resources::window_status::{HeldSeconds, READY};
 use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
 
 /// The status after a reconcile that computed `plan` from `world` at `now`; `signals` say which
@@ -31,15 +31,24 @@ pub fn next_status(
     let active = timing.phase == Phase::Active;
     let (report, tracking) = if active {
         let selected = plan::selected_pods(view, &world.pods);
-        report::update(
+        let (mut report, mut tracking) = report::update(
             &previous.report,
             &previous.tracking,
             &selected,
             world,
             signals,
-        )
+        );
+        let now_held = held::holds(&selected, world, &view.protect, signals);
+        let (holds, ended) = held::advance(&previous.tracking.held, &now_held, now);
+        tracking.held = holds;
+        add_held(&mut report, ended);
+        (report, tracking)
     } else {
-        (previous.report.clone(), Default::default())
+        // The window ended: every hold ends with it (once: the tracking is cleared here).
+        let mut report = previous.report.clone();
+        let end = timing.ended_at.unwrap_or(now);
+        add_held(&mut report, held::close(&previous.tracking.held, end));
+        (report, Default::default())
     };
     let (ready, reason, message) = match timing.phase {
         Phase::Active if plan.complete() && writes_ok => {
@@ -121,6 +130,13 @@ pub fn next_status(
 /// status read back equals the status written).
 fn stamp(t: Timestamp) -> Time {
     Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
+}
+
+/// Adds the seconds of the holds that ended to the report.
+fn add_held(report: &mut crate::resources::WindowReport, ended: HeldSeconds) {
+    for (by, seconds) in ended.each() {
+        report.held_node_seconds.add(by, seconds);
+    }
 }
 
 #[cfg(test)]

@@ -56,6 +56,37 @@ pub fn node_claims(client: &Client) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
+/// The nodes Karpenter could disrupt now, seen from outside the operator: those whose
+/// NodeClaim says `Consolidatable`, and those it has tainted `karpenter.sh/disrupted`.
+pub async fn candidates(client: &Client) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    if let Ok(claims) = node_claims(client).list(&ListParams::default()).await {
+        for claim in claims.items {
+            let consolidatable = claim.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Consolidatable" && c["status"] == "True")
+                });
+            if let (true, Some(node)) = (consolidatable, claim.data["status"]["nodeName"].as_str())
+            {
+                out.insert(node.to_string());
+            }
+        }
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    if let Ok(nodes) = nodes.list(&ListParams::default()).await {
+        let tainted = nodes.items.into_iter().filter(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == "karpenter.sh/disrupted"))
+        });
+        out.extend(tainted.filter_map(|n| n.metadata.name));
+    }
+    out
+}
+
 /// The name of the NodeClaim whose node is `node`.
 pub async fn node_claim_of(client: &Client, node: &str) -> Option<String> {
     let claims = node_claims(client)
