@@ -56,6 +56,25 @@ pub fn node_claims(client: &Client) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
+/// The nodes tainted `karpenter.sh/disrupted`: being drained.
+pub async fn tainted(client: &Client) -> BTreeSet<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let Ok(nodes) = nodes.list(&ListParams::default()).await else {
+        return BTreeSet::new();
+    };
+    nodes
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == "karpenter.sh/disrupted"))
+        })
+        .filter_map(|n| n.metadata.name)
+        .collect()
+}
+
 /// The nodes Karpenter could disrupt now, seen from outside the operator: those whose
 /// NodeClaim says `Consolidatable`, and those it has tainted `karpenter.sh/disrupted`.
 pub async fn candidates(client: &Client) -> BTreeSet<String> {
@@ -74,16 +93,7 @@ pub async fn candidates(client: &Client) -> BTreeSet<String> {
             }
         }
     }
-    let nodes: Api<Node> = Api::all(client.clone());
-    if let Ok(nodes) = nodes.list(&ListParams::default()).await {
-        let tainted = nodes.items.into_iter().filter(|n| {
-            n.spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .is_some_and(|t| t.iter().any(|t| t.key == "karpenter.sh/disrupted"))
-        });
-        out.extend(tainted.filter_map(|n| n.metadata.name));
-    }
+    out.extend(tainted(client).await);
     out
 }
 
