@@ -815,7 +815,7 @@ async fn run_arm(
                 .iter()
                 .map(|p| {
                     let series = format!(
-                        "disruption_guard_held_node_seconds_total{{namespace=\"{}\",reason=\"{reason}\"}}",
+                        "disruption_guard_held_node_seconds_total{{workload_namespace=\"{}\",reason=\"{reason}\"}}",
                         namespace(arm, p.index)
                     );
                     metric(&text, &series)

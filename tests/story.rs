@@ -257,7 +257,7 @@ async fn run_story(
             let text = op.metrics().await;
             let held = ["annotation", "pdb"].map(|reason| {
                 let series = format!(
-                    "disruption_guard_held_node_seconds_total{{namespace=\"{ns}\",reason=\"{reason}\"}}"
+                    "disruption_guard_held_node_seconds_total{{workload_namespace=\"{ns}\",reason=\"{reason}\"}}"
                 );
                 metric(&text, &series)
             });

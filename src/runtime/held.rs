@@ -1,10 +1,10 @@
-//! `disruption_guard_held_node_seconds_total{namespace, reason}`: what protection cost, in
+//! `disruption_guard_held_node_seconds_total{workload_namespace, reason}`: what protection cost, in
 //! node-seconds during which a node Karpenter could disrupt was kept by the guard. Counted by
 //! the window controller (`reason` `annotation` or `pdb`, from each window's report, when a hold
 //! ends) and by the interception (`eviction`: from the first held eviction of a pod to the pod
 //! gone). One family, shared by both; registered by the operator's metrics.
 //!
-//! `namespace` is a label though it is an object name: a namespace holds many windows and
+//! `workload_namespace` is a label though it is an object name: a namespace holds many windows and
 //! Deployments, the operator serves a bounded set of them (`--namespaces`, or the cluster's),
 //! and "which team's tests cost what" is the question the metric answers.
 
@@ -27,8 +27,9 @@ pub const REASONS: [&str; 3] = [ANNOTATION, PDB, EVICTION];
 /// The label set.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HeldLabels {
-    /// The namespace of the window, or of the held pod.
-    pub namespace: String,
+    /// The namespace of the window, or of the held pod (not `namespace`, which Prometheus
+    /// sets to the scraped target's own).
+    pub workload_namespace: String,
     /// One of [`REASONS`].
     pub reason: &'static str,
 }
@@ -43,7 +44,7 @@ impl HeldNodeSeconds {
         if seconds > 0.0 {
             self.0
                 .get_or_create(&HeldLabels {
-                    namespace: namespace.to_string(),
+                    workload_namespace: namespace.to_string(),
                     reason,
                 })
                 .inc_by(seconds);
@@ -74,12 +75,14 @@ mod tests {
         held.add("other", PDB, 0.0);
         let out = crate::testing::encode_registered(|r| held.register(r));
         assert!(
-            out.contains("held_node_seconds_total{namespace=\"ci\",reason=\"annotation\"} 42.5\n"),
+            out.contains(
+                "held_node_seconds_total{workload_namespace=\"ci\",reason=\"annotation\"} 42.5\n"
+            ),
             "{out}"
         );
-        assert!(
-            out.contains("held_node_seconds_total{namespace=\"ci\",reason=\"eviction\"} 4.0\n")
-        );
+        assert!(out.contains(
+            "held_node_seconds_total{workload_namespace=\"ci\",reason=\"eviction\"} 4.0\n"
+        ));
         assert!(!out.contains("other"), "nothing held, no series: {out}");
     }
 }

@@ -41,6 +41,7 @@ fn exposition() -> String {
     m.window.ready_after(0.4);
     m.window.window_ended("expired", 600.0);
     m.window.reconciled(2);
+    m.window.held.add("ci", "annotation", 30.0);
     m.drain.rollout("rolled_out");
     m.drain.skip("paused");
     m.drain.signal_to_rollout.observe(1.5);
