@@ -50,6 +50,9 @@ use support::{karpenter, wait, with_namespace};
 const LABEL: &str = "ci-day";
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 const NODE_SAMPLE_EVERY: Duration = Duration::from_secs(2);
+/// After the day: how long the node count must stay put to count as consolidated (Karpenter
+/// retries a consolidation it could not validate only minutes later).
+const SETTLED: Duration = Duration::from_secs(180);
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -155,6 +158,11 @@ fn deployment(name: &str, replicas: i32) -> Deployment {
                              "annotations": {"pod-ready.stage.kwok.x-k8s.io/delay": "3s"}},
                 "spec": {
                     "nodeSelector": {"karpenter.sh/nodepool": "default", "karpenter.kwok.sh/instance-family": "c"},
+                    // Small instances (2 or 4 CPU: one or two of these pods), as CI pools use.
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [
+                            {"key": "karpenter.kwok.sh/instance-cpu", "operator": "In", "values": ["2", "4"]}
+                        ]}]}}},
                     "terminationGracePeriodSeconds": 0,
                     "containers": [{"name": "app", "image": format!("registry.invalid/{name}:v1"),
                                     "resources": {"requests": {"cpu": "1500m", "memory": "512Mi"}}}]
@@ -598,7 +606,7 @@ async fn bare_pdb(client: &Client, ns: &str, name: &str) -> f64 {
 struct ArmResult {
     runs: Vec<TestRun>,
     nodes: Vec<NodeSample>,
-    /// Seconds from the last test's end until the node count reached its low.
+    /// Seconds from the last test's end to the node count's last fall.
     last_to_consolidated: Option<f64>,
     decisions: BTreeMap<String, f64>,
     opens: Vec<f64>,
@@ -774,19 +782,24 @@ async fn run_arm(
     for day in days {
         result.runs.extend(day.await.unwrap());
     }
-    let last_end = day_start.elapsed().as_secs_f64();
-    // After the last test: until the node count stayed at its low for 90 s.
-    let mut low = (karpenter::node_names(client).await.len(), Instant::now());
+    // After the last test (the apps still deployed, idle): until the node count last fell,
+    // once it has stayed put for SETTLED (at most 10 minutes).
     let settle = Instant::now();
-    while low.1.elapsed() < Duration::from_secs(90) && settle.elapsed() < Duration::from_secs(600) {
+    let mut count = karpenter::node_names(client).await.len();
+    let mut changed = settle;
+    let mut fell = None;
+    while changed.elapsed() < SETTLED && settle.elapsed() < Duration::from_secs(600) {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let n = karpenter::node_names(client).await.len();
-        if n < low.0 {
-            low = (n, Instant::now());
+        if n != count {
+            if n < count {
+                fell = Some(settle.elapsed().as_secs_f64());
+            }
+            count = n;
+            changed = Instant::now();
         }
     }
-    result.last_to_consolidated = Some(low.1.duration_since(settle).as_secs_f64());
-    let _ = last_end;
+    result.last_to_consolidated = Some(fell.unwrap_or(0.0));
     stop.cancel();
     result.nodes = sampler.await.unwrap();
     let decisions_after = karpenter_decisions().await;
@@ -855,10 +868,10 @@ fn report(arm: Arm, r: &ArmResult) -> serde_json::Value {
         r.runs.len()
     );
     eprintln!(
-        "  node-minutes: {nm:.1} (peak {peak} nodes); draining: {draining:.1}; blocked: {blocked:.1}"
+        "  node-minutes: {nm:.1} (peak {peak} nodes); draining: {draining:.1}; eligible but kept: {blocked:.1}"
     );
     eprintln!(
-        "  from the last test's end to the node count's low: {:?} s",
+        "  from the last test's end to the node count's last fall: {:?} s",
         r.last_to_consolidated.map(|s| s.round())
     );
     eprintln!("  Karpenter's decisions: {:?}", r.decisions);
