@@ -19,8 +19,9 @@
 //! the last test's end to consolidation; Karpenter's disruption decisions. For the guard: burst
 //! open → Ready beside the bare PDB floor, the operator's API requests per window, CPU-seconds
 //! and peak RSS, and its `held_node_seconds_total` beside the same measure taken from outside.
-//! Writes `nodes.csv`, `runs.csv` and `summary.json` into `CI_DAY_OUT` (default
-//! `target/ci-day`) for the plot (`tests/bench/ci-day-plot.py`).
+//! Prints the arms side by side and writes that table (`table.md`), `nodes.csv`, `runs.csv` and
+//! `summary.json` into `CI_DAY_OUT` (default `target/ci-day`) for the plot
+//! (`tests/bench/ci-day-plot.py`).
 //!
 //! Run with `tests/bench/ci-day` (a cluster of its own). Its own test binary: Karpenter is
 //! cluster-wide.
@@ -905,6 +906,135 @@ fn report(arm: Arm, r: &ArmResult) -> serde_json::Value {
     })
 }
 
+/// The arms side by side, as the Markdown table docs/benchmarks.md carries.
+fn table(summary: &[serde_json::Value]) -> String {
+    let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    let base = summary
+        .iter()
+        .find(|v| v["arm"] == "a")
+        .map(|v| num(v, "node_minutes"));
+    let ms = |v: &serde_json::Value, k: &str| {
+        let list: Vec<f64> = v[k]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+            .unwrap_or_default();
+        p50_p99(&list)
+    };
+    let op = |v: &serde_json::Value, f: &dyn Fn(&serde_json::Value) -> String| {
+        if v["operator"].is_null() {
+            "-".to_string()
+        } else {
+            f(&v["operator"])
+        }
+    };
+    let rows: Vec<(&str, Box<dyn Fn(&serde_json::Value) -> String>)> = vec![
+        ("test runs", Box::new(|v| v["test_runs"].to_string())),
+        (
+            "test runs disrupted (a pod went or an app had no ready endpoint)",
+            Box::new(|v| v["disrupted_runs"].to_string()),
+        ),
+        (
+            "seconds without a ready endpoint",
+            Box::new(move |v| format!("{:.1}", num(v, "downtime_seconds"))),
+        ),
+        (
+            "node-minutes (× arm a)",
+            Box::new(move |v| match base {
+                Some(b) if b > 0.0 => format!(
+                    "{:.1} ({:.2})",
+                    num(v, "node_minutes"),
+                    num(v, "node_minutes") / b
+                ),
+                _ => format!("{:.1}", num(v, "node_minutes")),
+            }),
+        ),
+        ("peak nodes", Box::new(|v| v["peak_nodes"].to_string())),
+        (
+            "node-minutes draining / eligible but kept",
+            Box::new(move |v| {
+                format!(
+                    "{:.1} / {:.1}",
+                    num(v, "draining_node_minutes"),
+                    num(v, "blocked_node_minutes")
+                )
+            }),
+        ),
+        (
+            "last test's end → the node count's last fall (s)",
+            Box::new(move |v| format!("{:.0}", num(v, "last_test_to_consolidated_seconds"))),
+        ),
+        (
+            "Karpenter's decisions",
+            Box::new(|v| {
+                v["karpenter_decisions"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, n)| format!("{k} {}", n.as_f64().unwrap_or(0.0)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default()
+            }),
+        ),
+        (
+            "burst open → Ready p50 / p99 (ms)",
+            Box::new(move |v| ms(v, "burst_open_ready_ms")),
+        ),
+        (
+            "bare PDB floor p50 / p99 (ms)",
+            Box::new(move |v| ms(v, "bare_pdb_floor_ms")),
+        ),
+        (
+            "operator CPU-seconds / peak RSS (MiB)",
+            Box::new(move |v| {
+                op(v, &|o| {
+                    format!(
+                        "{:.1} / {:.1}",
+                        num(o, "cpu_seconds"),
+                        num(o, "peak_rss_mib")
+                    )
+                })
+            }),
+        ),
+        (
+            "operator API requests per window",
+            Box::new(move |v| {
+                op(v, &|o| {
+                    format!("{:.1}", num(o, "api_requests") / num(o, "windows").max(1.0))
+                })
+            }),
+        ),
+        (
+            "node-seconds held: metric / outside",
+            Box::new(move |v| {
+                op(v, &|_| {
+                    let metric: f64 = v["held_node_seconds_metric"]
+                        .as_object()
+                        .map(|m| m.values().filter_map(|x| x.as_f64()).sum())
+                        .unwrap_or(0.0);
+                    format!("{metric:.0} / {:.0}", num(v, "held_node_seconds_outside"))
+                })
+            }),
+        ),
+    ];
+    let mut out = String::from("| |");
+    for v in summary {
+        out.push_str(&format!(" {} |", v["title"].as_str().unwrap_or("?")));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---:|".repeat(summary.len()));
+    out.push('\n');
+    for (name, cell) in &rows {
+        out.push_str(&format!("| {name} |"));
+        for v in summary {
+            out.push_str(&format!(" {} |", cell(v)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
 fn write_csvs(out: &std::path::Path, results: &[(Arm, ArmResult)]) {
     std::fs::create_dir_all(out).unwrap();
     let mut nodes = String::from("arm,seconds,nodes,draining,blocked\n");
@@ -991,6 +1121,9 @@ async fn a_day_of_ci_under_karpenter() {
             serde_json::to_string_pretty(&summary).unwrap(),
         )
         .unwrap();
+        let table = table(&summary);
+        std::fs::write(out.join("table.md"), &table).unwrap();
+        eprintln!("{table}");
         eprintln!("ci-day: figures in {}", out.display());
         let _ = tx.send(results.len());
     })
