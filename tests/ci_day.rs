@@ -906,6 +906,9 @@ fn report(arm: Arm, r: &ArmResult) -> serde_json::Value {
     })
 }
 
+/// One row's cell of an arm, from its summary.
+type Cell = Box<dyn Fn(&serde_json::Value) -> String>;
+
 /// The arms side by side, as the Markdown table docs/benchmarks.md carries.
 fn table(summary: &[serde_json::Value]) -> String {
     let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
@@ -927,7 +930,7 @@ fn table(summary: &[serde_json::Value]) -> String {
             f(&v["operator"])
         }
     };
-    let rows: Vec<(&str, Box<dyn Fn(&serde_json::Value) -> String>)> = vec![
+    let rows: Vec<(&str, Cell)> = vec![
         ("test runs", Box::new(|v| v["test_runs"].to_string())),
         (
             "test runs disrupted (a pod went or an app had no ready endpoint)",
