@@ -607,7 +607,7 @@ async fn bare_pdb(client: &Client, ns: &str, name: &str) -> f64 {
 struct ArmResult {
     runs: Vec<TestRun>,
     nodes: Vec<NodeSample>,
-    /// Seconds from the last test's end to the node count's last fall.
+    /// Seconds from the last test's end to the node count's last fall; `None`: it did not fall.
     last_to_consolidated: Option<f64>,
     decisions: BTreeMap<String, f64>,
     opens: Vec<f64>,
@@ -800,7 +800,7 @@ async fn run_arm(
             changed = Instant::now();
         }
     }
-    result.last_to_consolidated = Some(fell.unwrap_or(0.0));
+    result.last_to_consolidated = fell;
     stop.cancel();
     result.nodes = sampler.await.unwrap();
     let decisions_after = karpenter_decisions().await;
@@ -964,7 +964,10 @@ fn table(summary: &[serde_json::Value]) -> String {
         ),
         (
             "last test's end → the node count's last fall (s)",
-            Box::new(move |v| format!("{:.0}", num(v, "last_test_to_consolidated_seconds"))),
+            Box::new(|v| match v["last_test_to_consolidated_seconds"].as_f64() {
+                Some(s) => format!("{s:.0}"),
+                None => "none in 3 min".to_string(),
+            }),
         ),
         (
             "Karpenter's decisions",
@@ -1004,19 +1007,26 @@ fn table(summary: &[serde_json::Value]) -> String {
             "operator API requests per window",
             Box::new(move |v| {
                 op(v, &|o| {
-                    format!("{:.1}", num(o, "api_requests") / num(o, "windows").max(1.0))
+                    let (requests, windows) = (num(o, "api_requests"), num(o, "windows"));
+                    if windows > 0.0 {
+                        format!("{:.1}", requests / windows)
+                    } else {
+                        format!("- ({requests:.0} requests, no window)")
+                    }
                 })
             }),
         ),
         (
-            "node-seconds held: metric / outside",
+            "node-seconds held by windows: metric / outside; by held evictions",
             Box::new(move |v| {
                 op(v, &|_| {
-                    let metric: f64 = v["held_node_seconds_metric"]
-                        .as_object()
-                        .map(|m| m.values().filter_map(|x| x.as_f64()).sum())
-                        .unwrap_or(0.0);
-                    format!("{metric:.0} / {:.0}", num(v, "held_node_seconds_outside"))
+                    let held = &v["held_node_seconds_metric"];
+                    format!(
+                        "{:.0} / {:.0}; {:.0}",
+                        num(held, "annotation") + num(held, "pdb"),
+                        num(v, "held_node_seconds_outside"),
+                        num(held, "eviction")
+                    )
                 })
             }),
         ),
