@@ -25,21 +25,25 @@ use crate::resources::{PodDigest, Protect};
 /// Karpenter's NodeClaim condition that makes its node a consolidation candidate.
 pub const CONSOLIDATABLE: &str = "Consolidatable";
 
+/// Whether the NodeClaim says `Consolidatable` now.
+pub fn is_consolidatable(claim: &DynamicObject) -> bool {
+    claim
+        .data
+        .pointer("/status/conditions")
+        .and_then(|v| v.as_array())
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.get("type").and_then(|t| t.as_str()) == Some(CONSOLIDATABLE)
+                    && c.get("status").and_then(|s| s.as_str()) == Some("True")
+            })
+        })
+}
+
 /// The nodes of `claims` whose NodeClaim is `Consolidatable` now.
 pub fn consolidatable(claims: &[Arc<DynamicObject>]) -> BTreeSet<String> {
     claims
         .iter()
-        .filter(|c| {
-            c.data
-                .pointer("/status/conditions")
-                .and_then(|v| v.as_array())
-                .is_some_and(|conditions| {
-                    conditions.iter().any(|c| {
-                        c.get("type").and_then(|t| t.as_str()) == Some(CONSOLIDATABLE)
-                            && c.get("status").and_then(|s| s.as_str()) == Some("True")
-                    })
-                })
-        })
+        .filter(|c| is_consolidatable(c))
         .filter_map(|c| c.data.pointer("/status/nodeName")?.as_str())
         .map(str::to_string)
         .collect()

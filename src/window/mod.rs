@@ -3,7 +3,7 @@
 //!
 //! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
 //! (all pure, with [`selector`], [`report`] and the shared [`crate::k8s`] helpers);
-//! [`triggers`] decides which windows a watched change concerns, [`wakeups`] turns the watches
+//! [`changes`] and [`triggers`] decide which windows a watched change concerns, [`wakeups`] turns the watches
 //! into the streams that wake the controller;
 //! [`apply`] makes the writes;
 //! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
@@ -12,6 +12,7 @@
 
 pub mod apply;
 mod args;
+pub mod changes;
 pub mod context;
 pub mod error;
 pub mod gauges;

@@ -146,6 +146,12 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
         failure.is_none(),
         now,
     );
+    // A window's first protection goes out before its first status: the reconcile that the
+    // writes' echo wakes writes it, `Ready` at once when nothing else is awaited. A status
+    // "Protecting" in between would put one more write on every opening's way to `Ready`.
+    if opening(&previous, &status, &plan, failure.is_none()) {
+        return Ok(requeue(&timing, &plan, now, args.retention_signed()));
+    }
     let last_written = recorded_end.as_ref().unwrap_or(&previous);
     if status != *last_written {
         write_status(ctx, window, &status).await?;
@@ -158,6 +164,21 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
         return Err(err);
     }
     Ok(requeue(&timing, &plan, now, args.retention_signed()))
+}
+
+/// Whether this reconcile wrote a window's first protection, all of it successfully, and its
+/// status would only say it is not ready yet.
+fn opening(
+    previous: &TestWindowStatus,
+    status: &TestWindowStatus,
+    plan: &WindowPlan,
+    writes_ok: bool,
+) -> bool {
+    previous.phase == Phase::Pending
+        && status.phase == Phase::Active
+        && !status.is_ready()
+        && !plan.writes.is_empty()
+        && writes_ok
 }
 
 /// A window being deleted: its release is planned from a fresh read of the namespace (a write

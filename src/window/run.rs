@@ -97,7 +97,7 @@ pub async fn run(
         written: Default::default(),
     });
 
-    let pod_wakeups = wakeups::pods(feed.pods, &windows);
+    let pod_wakeups = wakeups::pods(feed.pods, &windows, &caches);
     let node_wakeups = wakeups::nodes(feed.nodes, &windows, &caches);
     let pdb_wakeups = wakeups::pdbs(feed.pdbs, &windows, &caches);
     tokio::spawn(startup(ctx.clone(), caches, windows_listed_rx));

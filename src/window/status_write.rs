@@ -4,7 +4,7 @@
 use kube::ResourceExt;
 use kube::api::{Patch, PostParams};
 use serde_json::json;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::context::Context;
 use super::error::Error;
@@ -25,6 +25,13 @@ pub async fn write_status(
     status: &TestWindowStatus,
 ) -> Result<(), Error> {
     let api = ctx.windows(window);
+    debug!(
+        window = %window.name_any(),
+        phase = status.phase.as_str(),
+        ready = status.is_ready(),
+        held = status.tracking.held.len(),
+        "writing status"
+    );
     let body = json!({
         "apiVersion": "disruption-guard.io/v1alpha1",
         "kind": "TestWindow",

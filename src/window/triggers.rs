@@ -7,56 +7,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
+use super::changes::{self, Fingerprint};
 use super::selector;
 use crate::k8s::fields::window_uids;
-use crate::resources::names::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 use crate::resources::{PodDigest, TestWindow};
 use crate::runtime::Pods;
-
-/// Hash of what matters about a node to windows: our annotations, our managers, and the
-/// disruption marks (kwok heartbeats and other status churn do not trigger reconciles).
-fn node_fingerprint(node: &Node) -> u64 {
-    let mut h = DefaultHasher::new();
-    let annotations = node.annotations();
-    annotations.get(KARPENTER_DO_NOT_DISRUPT).hash(&mut h);
-    annotations.get(CA_SCALE_DOWN_DISABLED).hash(&mut h);
-    window_uids(&node.metadata).hash(&mut h);
-    node.metadata.deletion_timestamp.is_some().hash(&mut h);
-    if let Some(spec) = &node.spec {
-        spec.unschedulable.hash(&mut h);
-        for t in spec.taints.iter().flatten() {
-            (&t.key, &t.effect).hash(&mut h);
-        }
-    }
-    h.finish()
-}
-
-/// Which node changes matter to windows: a node whose [`node_fingerprint`] changed, or that
-/// is gone from the cache (deleted). kwok heartbeats and other status churn do not.
-#[derive(Default)]
-pub struct NodeChanges {
-    fingerprints: HashMap<String, u64>,
-}
-
-impl NodeChanges {
-    /// Whether `node`'s change concerns windows; `stored` is whether the cache still holds it.
-    pub fn changed(&mut self, node: &Node, stored: bool) -> bool {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        if !stored {
-            self.fingerprints.remove(&name);
-            return true;
-        }
-        let fingerprint = node_fingerprint(node);
-        self.fingerprints.insert(name, fingerprint) != Some(fingerprint)
-    }
-}
 
 /// Windows in `ns` that select `labels` or whose managers wrote to the object (`owners`).
 pub fn windows_for(
@@ -102,16 +63,23 @@ pub fn windows_of_pods(
 ///
 /// A PDB appearing, going away or changing its spec (generation) can change the plan of a window
 /// whose pods it covers: such a window reuses it instead of creating its own, or needs its own
-/// once it is gone. Its status changes, which follow every pod change, concern only the windows
-/// that own it (they wait for the disruption controller to compute their PDB) — before and after
-/// the change, so a window that just released a shared PDB sees the release.
+/// once it is gone. Its owners (before and after the change, so a window that just released a
+/// shared PDB sees the release) look again when what they read of it changed: the disruption
+/// controller's `observedGeneration` (they wait for it to compute their PDB), its labels, its
+/// deletion, its owners. The status changes that follow every pod change concern nobody, and a
+/// change of one window's entry (another window joining a shared PDB) concerns that window.
 #[derive(Default)]
 pub struct PdbTriggers {
     seen: HashMap<ObjectRef<PodDisruptionBudget>, Seen>,
 }
 
-/// A PDB's last generation and owning windows.
-type Seen = (Option<i64>, Vec<ObjectRef<TestWindow>>);
+/// A PDB's last generation, owning windows, what its owners read of it and its windows' entries.
+type Seen = (
+    Option<i64>,
+    Vec<ObjectRef<TestWindow>>,
+    Fingerprint,
+    BTreeMap<String, u64>,
+);
 
 /// Who should look again after a PDB event.
 #[derive(Debug, PartialEq)]
@@ -125,6 +93,8 @@ pub enum PdbConcerns {
     },
     /// These windows (the PDB's owners, before and after).
     Owners(Vec<ObjectRef<TestWindow>>),
+    /// The windows with these UIDs (whose entries changed).
+    Entries(BTreeSet<String>),
 }
 
 fn owners(pdb: &PodDisruptionBudget) -> Vec<ObjectRef<TestWindow>> {
@@ -134,6 +104,19 @@ fn owners(pdb: &PodDisruptionBudget) -> Vec<ObjectRef<TestWindow>> {
         .filter(|o| o.kind == "TestWindow")
         .map(|o| ObjectRef::new(&o.name).within(&ns))
         .collect()
+}
+
+/// What a PDB's owners read of it beside its spec: the disruption controller's
+/// `observedGeneration`, its labels and its deletion.
+fn read_by_owners(pdb: &PodDisruptionBudget) -> Fingerprint {
+    let mut h = DefaultHasher::new();
+    pdb.status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        .hash(&mut h);
+    pdb.metadata.labels.hash(&mut h);
+    pdb.metadata.deletion_timestamp.is_some().hash(&mut h);
+    h.finish()
 }
 
 fn covered(pdb: &PodDisruptionBudget, mut owners: Vec<ObjectRef<TestWindow>>) -> PdbConcerns {
@@ -154,24 +137,36 @@ impl PdbTriggers {
                 let key = ObjectRef::from_obj(pdb);
                 let generation = pdb.metadata.generation;
                 let now = owners(pdb);
-                let before = self.seen.insert(key, (generation, now.clone()));
-                let mut all = before
-                    .as_ref()
-                    .map(|(_, was)| was.clone())
-                    .unwrap_or_default();
-                all.extend(now);
+                let (shared, entries) = (read_by_owners(pdb), changes::entries(&pdb.metadata));
+                let seen = (generation, now.clone(), shared, entries.clone());
+                let before = self.seen.insert(key, seen);
                 match before {
-                    Some((g, _)) if g == generation => {
+                    Some((g, was, was_shared, was_entries)) if g == generation => {
+                        if was_shared == shared && was == now {
+                            let changed: BTreeSet<String> = was_entries
+                                .keys()
+                                .chain(entries.keys())
+                                .filter(|uid| was_entries.get(*uid) != entries.get(*uid))
+                                .cloned()
+                                .collect();
+                            return (!changed.is_empty()).then_some(PdbConcerns::Entries(changed));
+                        }
+                        let mut all = was;
+                        all.extend(now);
                         all.sort_by(|a, b| a.name.cmp(&b.name));
                         all.dedup();
                         (!all.is_empty()).then_some(PdbConcerns::Owners(all))
                     }
-                    _ => Some(covered(pdb, all)),
+                    before => {
+                        let mut all = before.map(|(_, was, _, _)| was).unwrap_or_default();
+                        all.extend(now);
+                        Some(covered(pdb, all))
+                    }
                 }
             }
             watcher::Event::Delete(pdb) => {
                 let was = self.seen.remove(&ObjectRef::from_obj(pdb));
-                let mut all = was.map(|(_, was)| was).unwrap_or_default();
+                let mut all = was.map(|(_, was, _, _)| was).unwrap_or_default();
                 all.extend(owners(pdb));
                 Some(covered(pdb, all))
             }
@@ -187,6 +182,7 @@ impl PdbTriggers {
     ) -> Vec<ObjectRef<TestWindow>> {
         match concerns {
             PdbConcerns::Owners(refs) => refs,
+            PdbConcerns::Entries(uids) => windows_for(windows, None, &BTreeMap::new(), &uids),
             PdbConcerns::Covered {
                 namespace,
                 selector,
@@ -217,6 +213,7 @@ impl PdbTriggers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k8s::fields::tests::entry;
     use kube::runtime::reflector;
     use serde_json::json;
 
@@ -249,25 +246,6 @@ mod tests {
     }
 
     #[test]
-    fn only_a_changed_mark_or_a_deletion_is_a_node_change() {
-        let node = |taints: serde_json::Value, heartbeat: &str| -> Node {
-            serde_json::from_value(json!({
-                "metadata": {"name": "n1"},
-                "spec": {"taints": taints},
-                "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}
-            }))
-            .unwrap()
-        };
-        let mut changes = NodeChanges::default();
-        assert!(changes.changed(&node(json!([]), "2026-01-01T00:00:00Z"), true));
-        assert!(!changes.changed(&node(json!([]), "2026-01-01T00:00:10Z"), true));
-        let tainted = json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]);
-        assert!(changes.changed(&node(tainted.clone(), "2026-01-01T00:00:20Z"), true));
-        assert!(!changes.changed(&node(tainted.clone(), "2026-01-01T00:00:30Z"), true));
-        assert!(changes.changed(&node(tainted, "2026-01-01T00:00:30Z"), false));
-    }
-
-    #[test]
     fn a_new_changed_or_deleted_pdb_concerns_the_windows_of_the_pods_it_covers() {
         let mut t = PdbTriggers::default();
         assert_eq!(
@@ -286,23 +264,52 @@ mod tests {
         assert_eq!(t.on(&watcher::Event::Apply(pdb(2, &[], 1))), covered(&[]));
     }
 
+    /// `p` once the disruption controller computed generation `observed`.
+    fn computed(mut p: PodDisruptionBudget, observed: i64) -> PodDisruptionBudget {
+        p.status.as_mut().unwrap().observed_generation = Some(observed);
+        p
+    }
+
     #[test]
-    fn a_status_change_concerns_only_its_owners_before_and_after() {
+    fn a_computed_status_or_new_owners_concern_the_owners_before_and_after() {
         let mut t = PdbTriggers::default();
         t.on(&watcher::Event::Apply(pdb(1, &["a", "b"], 0)));
         let owners = |names| Some(PdbConcerns::Owners(refs(names)));
         assert_eq!(
-            t.on(&watcher::Event::Apply(pdb(1, &["a", "b"], 1))),
+            t.on(&watcher::Event::Apply(computed(pdb(1, &["a", "b"], 0), 1))),
             owners(&["a", "b"])
         );
         // b released it: b still hears of it.
         assert_eq!(
-            t.on(&watcher::Event::Apply(pdb(1, &["a"], 1))),
+            t.on(&watcher::Event::Apply(computed(pdb(1, &["a"], 1), 1))),
             owners(&["a", "b"])
         );
+    }
+
+    #[test]
+    fn the_status_churn_of_every_pod_change_concerns_nobody() {
+        let mut t = PdbTriggers::default();
+        t.on(&watcher::Event::Apply(computed(pdb(1, &["a"], 1), 1)));
         assert_eq!(
-            t.on(&watcher::Event::Apply(pdb(1, &["a"], 0))),
-            owners(&["a"])
+            t.on(&watcher::Event::Apply(computed(pdb(1, &["a"], 0), 1))),
+            None
+        );
+    }
+
+    #[test]
+    fn a_window_joining_a_shared_pdb_concerns_that_window_only() {
+        let mut t = PdbTriggers::default();
+        let mut p = computed(pdb(1, &["a"], 1), 1);
+        p.metadata.managed_fields = Some(vec![entry("disruption-guard/u-a", &[])]);
+        t.on(&watcher::Event::Apply(p.clone()));
+        p.metadata
+            .managed_fields
+            .as_mut()
+            .unwrap()
+            .push(entry("disruption-guard/u-c", &[]));
+        assert_eq!(
+            t.on(&watcher::Event::Apply(p)),
+            Some(PdbConcerns::Entries(BTreeSet::from(["u-c".to_string()])))
         );
     }
 

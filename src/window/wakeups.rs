@@ -2,7 +2,7 @@
 //! (decided by [`super::triggers`]), and the Karpenter NodeClaim watch only the window
 //! controller needs beside the shared caches.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, future};
@@ -16,29 +16,44 @@ use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::info;
 
-use super::triggers::{NodeChanges, PdbTriggers, windows_for, windows_of_pods};
-use crate::k8s::fields::{keep_own_entries, window_uids};
+use super::changes::{self, Change, Changes};
+use super::triggers::{PdbTriggers, windows_for, windows_of_pods};
+use crate::k8s::fields::keep_own_entries;
 use crate::resources::{PodDigest, TestWindow};
-use crate::runtime::Caches;
+use crate::runtime::{Caches, Pods};
 
-/// A changed pod wakes the windows that select it or wrote to it.
+/// A changed pod wakes the windows that select it or wrote to it when what they read of it
+/// changed, else only the windows whose own entry changed ([`changes`]).
 pub fn pods(
     changed: UnboundedReceiver<Arc<PodDigest>>,
     windows: &Store<TestWindow>,
+    caches: &Caches,
 ) -> impl Stream<Item = ObjectRef<TestWindow>> + use<> {
     let windows = windows.clone();
+    let pods = caches.pods.clone();
+    let mut seen = Changes::default();
     receive(changed).flat_map(move |pod| {
-        futures::stream::iter(windows_for(
-            &windows,
-            pod.metadata.namespace.as_deref(),
-            pod.labels(),
-            &window_uids(&pod.metadata),
-        ))
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let stored = pods.get(&ns, &name).is_some();
+        let now = stored.then(|| (changes::pod(&pod), changes::entries(&pod.metadata)));
+        let present = |key: &str| {
+            let (ns, name) = key.split_once('/').unwrap_or_default();
+            pods.get(ns, name).is_some()
+        };
+        let change = seen.change(format!("{ns}/{name}"), now, present);
+        let refs = if change.shared {
+            windows_for(&windows, Some(&ns), pod.labels(), &change.windows)
+        } else {
+            owners(&windows, &change.windows)
+        };
+        futures::stream::iter(refs)
     })
 }
 
-/// A node whose disruption marks or guard annotations changed wakes the windows that wrote to
-/// it and those selecting a pod on it.
+/// A node whose disruption marks or guard annotations changed (or that went) wakes the windows
+/// that wrote to it and those selecting a pod on it; a change of one window's entry wakes that
+/// window.
 pub fn nodes(
     changed: UnboundedReceiver<Arc<Node>>,
     windows: &Store<TestWindow>,
@@ -46,22 +61,37 @@ pub fn nodes(
 ) -> impl Stream<Item = ObjectRef<TestWindow>> + use<> {
     let windows = windows.clone();
     let (pods, nodes) = (caches.pods.clone(), caches.nodes.clone());
-    let mut node_changes = NodeChanges::default();
+    let mut seen = Changes::default();
     receive(changed).flat_map(move |node| {
         let name = node.metadata.name.clone().unwrap_or_default();
         let stored = nodes.get(&ObjectRef::new(&name)).is_some();
-        let mut refs = vec![];
-        if node_changes.changed(&node, stored) {
-            refs = windows_for(
-                &windows,
-                None,
-                &BTreeMap::new(),
-                &window_uids(&node.metadata),
-            );
-            refs.extend(windows_of_pods(&windows, &pods.on_node(&name)));
-        }
-        futures::stream::iter(refs)
+        let now = stored.then(|| (changes::node(&node), changes::entries(&node.metadata)));
+        let present = |key: &str| nodes.get(&ObjectRef::new(key)).is_some();
+        let change = seen.change(name.clone(), now, present);
+        futures::stream::iter(on_node(&windows, &pods, &name, change))
     })
+}
+
+/// The windows a change of a node (or of its NodeClaim) concerns.
+fn on_node(
+    windows: &Store<TestWindow>,
+    pods: &Pods,
+    node: &str,
+    change: Change,
+) -> Vec<ObjectRef<TestWindow>> {
+    let mut refs = owners(windows, &change.windows);
+    if change.shared {
+        refs.extend(windows_of_pods(windows, &pods.on_node(node)));
+    }
+    refs
+}
+
+/// The windows with these UIDs (none without a look at the store when there are none).
+fn owners(windows: &Store<TestWindow>, uids: &BTreeSet<String>) -> Vec<ObjectRef<TestWindow>> {
+    if uids.is_empty() {
+        return vec![];
+    }
+    windows_for(windows, None, &BTreeMap::new(), uids)
 }
 
 /// A PDB event wakes the windows it can concern ([`PdbTriggers`]).
@@ -82,8 +112,9 @@ pub fn pdbs(
         .flat_map(futures::stream::iter)
 }
 
-/// Watches Karpenter's NodeClaims (`ar`) into a store; a changed claim wakes the windows that
-/// wrote to it and those selecting a pod on its node.
+/// Watches Karpenter's NodeClaims (`ar`) into a store; a claim whose node, annotation or
+/// candidacy changed (or that went) wakes the windows that wrote to it and those selecting a
+/// pod on its node; a change of one window's entry wakes that window.
 pub fn node_claims(
     client: &Client,
     ar: &ApiResource,
@@ -97,8 +128,11 @@ pub fn node_claims(
     let store = writer.as_reader();
     let windows = windows.clone();
     let pods = caches.pods.clone();
+    let claims = store.clone();
+    let ar = ar.clone();
+    let mut seen = Changes::default();
     let stream = watcher(
-        Api::<DynamicObject>::all_with(client.clone(), ar),
+        Api::<DynamicObject>::all_with(client.clone(), &ar),
         watcher::Config::default(),
     )
     .default_backoff()
@@ -107,21 +141,21 @@ pub fn node_claims(
     .touched_objects()
     .filter_map(|r| future::ready(r.ok()))
     .flat_map(move |claim: DynamicObject| {
+        let name = claim.name_any();
+        let stored = |name: &str| claims.get(&ObjectRef::new_with(name, ar.clone())).is_some();
+        let now = stored(&name).then(|| {
+            (
+                changes::node_claim(&claim),
+                changes::entries(&claim.metadata),
+            )
+        });
+        let change = seen.change(name, now, stored);
         let node = claim
             .data
             .pointer("/status/nodeName")
             .and_then(|v| v.as_str())
-            .map(str::to_string);
-        let mut refs = windows_for(
-            &windows,
-            None,
-            &BTreeMap::new(),
-            &window_uids(&claim.metadata),
-        );
-        if let Some(node) = node {
-            refs.extend(windows_of_pods(&windows, &pods.on_node(&node)));
-        }
-        futures::stream::iter(refs)
+            .unwrap_or_default();
+        futures::stream::iter(on_node(&windows, &pods, node, change))
     })
     .boxed();
     (store, stream)
