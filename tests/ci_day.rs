@@ -7,7 +7,8 @@
 //! wants back), test (60–180 s sampling each Deployment's ready endpoints every 100 ms; with the
 //! guard's windows, inside `disruption-guard run`), idle (30–120 s), for `CI_DAY_MINUTES`
 //! (default 30). At a third and two thirds of the day a burst: `CI_DAY_BURST` matrix legs
-//! (default 150) open windows within 5 s, and as many bare PDBs are created as the floor.
+//! (default 150) open windows within 5 s, and as many bare PDBs are created as the floor (in a
+//! namespace of their own, over a pod like a pipeline's, so the windows never reuse them).
 //!
 //! The arms (`CI_DAY_ARMS`, default `a,b,c,d,e`), run one after another on the same cluster:
 //! a nothing; b a `minAvailable: 1` PDB per Deployment; c two replicas and `maxUnavailable: 1`;
@@ -145,6 +146,30 @@ fn app_name(i: usize) -> String {
 
 fn namespace(arm: Arm, pipeline: usize) -> String {
     format!("ci-day-{}-{pipeline}", arm.letter())
+}
+
+/// The namespace of the bare-PDB floor: apart from the pipelines, so that its PDBs (which
+/// cover a pod like a pipeline's) are never reused by, and never change the plans of, the
+/// windows it is compared with.
+fn floor_namespace(arm: Arm) -> String {
+    format!("ci-day-{}-floor", arm.letter())
+}
+
+/// The floor's one-replica Deployment: a pipeline's app whose pod no NodePool can place (it
+/// stays Pending and costs no node), so the disruption controller computes the floor's PDBs
+/// over a pod and its ReplicaSet as it does a window's.
+fn floor_deployment() -> Deployment {
+    let mut d = deployment(&app_name(0), 1);
+    let pod = d.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+    pod.affinity = None;
+    pod.node_selector = Some(
+        [(
+            "disruption-guard.io/floor".to_string(),
+            "no-node".to_string(),
+        )]
+        .into(),
+    );
+    d
 }
 
 fn deployment(name: &str, replicas: i32) -> Deployment {
@@ -566,7 +591,7 @@ async fn burst(
         // The floor starts once the windows are open: the same moment of the day.
         tokio::time::sleep(Duration::from_secs(10)).await;
         futures::future::join_all((0..legs).map(|leg| {
-            let ns = namespace(arm, leg % pipelines);
+            let ns = floor_namespace(arm);
             let client = client.clone();
             async move {
                 tokio::time::sleep(Duration::from_secs_f64(spread * leg as f64)).await;
@@ -579,7 +604,7 @@ async fn burst(
     (opens, floor)
 }
 
-/// Creates a bare `minAvailable: 1` PDB over the pipeline's first app, times it until the
+/// Creates a bare `minAvailable: 1` PDB over the floor's app in `ns`, times it until the
 /// disruption controller reports it current, and deletes it.
 async fn bare_pdb(client: &Client, ns: &str, name: &str) -> f64 {
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
@@ -642,9 +667,25 @@ fn metric_sum(text: &str, prefix: &str) -> f64 {
 }
 
 async fn set_up(client: &Client, arm: Arm, pipelines: &[Pipeline]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if arm.windows() {
+        let ns = floor_namespace(arm);
+        let _ = namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(
+                    json!({"metadata": {"name": ns, "labels": {LABEL: "true"}}}),
+                )
+                .unwrap(),
+            )
+            .await;
+        Api::<Deployment>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &floor_deployment())
+            .await
+            .unwrap();
+    }
     for p in pipelines {
         let ns = namespace(arm, p.index);
-        let namespaces: Api<Namespace> = Api::all(client.clone());
         let _ = namespaces
             .create(
                 &PostParams::default(),
@@ -706,10 +747,9 @@ async fn set_up(client: &Client, arm: Arm, pipelines: &[Pipeline]) {
 
 async fn tear_down(client: &Client, arm: Arm, pipelines: &[Pipeline]) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    for p in pipelines {
-        let _ = namespaces
-            .delete(&namespace(arm, p.index), &DeleteParams::default())
-            .await;
+    let names = pipelines.iter().map(|p| namespace(arm, p.index));
+    for ns in names.chain([floor_namespace(arm)]) {
+        let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
     }
     wait::until(
         "the arm's namespaces to go",
@@ -1109,12 +1149,15 @@ async fn a_day_of_ci_under_karpenter() {
     with_namespace(move |client, op_ns| async move {
         let mut results = Vec::new();
         let mut summary = Vec::new();
+        let waits = format!("--max-waits-per-identity={}", 2 * legs + count);
         for arm in arms {
             let op = match arm {
-                Arm::Guard => Some(Arc::new(Operator::intercepting_in(&op_ns, None, &[]).await)),
-                Arm::InterceptOnly => {
-                    Some(Arc::new(Operator::intercepting_in(&op_ns, None, &[]).await))
-                }
+                // A burst's legs are separate CI jobs, each its own identity in a real
+                // cluster; here every client is the one anonymous identity, so its cap on
+                // waits in progress is raised to the legs of a burst and the day's runs.
+                Arm::Guard | Arm::InterceptOnly => Some(Arc::new(
+                    Operator::intercepting_in(&op_ns, None, &[&waits]).await,
+                )),
                 _ => None,
             };
             let started = Instant::now();

@@ -786,13 +786,14 @@ fn operator_metrics_describe_the_run(metrics: &str) {
         "disruption_guard_reconcile_duration_seconds_count{controller=\"window\",result=\"success\"}",
         2.0,
     );
-    // No node is disrupted: the drain watcher's series exist, at 0.
-    assert_eq!(
+    // The drain watcher's series exist from the start (whether a node of the shared cluster is
+    // being disrupted right now, by Karpenter after an earlier test, is not this test's).
+    assert!(
         sample(
             metrics,
             "disruption_guard_reconcile_duration_seconds_count{controller=\"drain\",result=\"success\"}"
-        ),
-        Some(0.0),
+        )
+        .is_some(),
         "{metrics}"
     );
     // Start-up reads (/version, the CRD), the caches' lists and watches, the finalizer and

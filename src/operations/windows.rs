@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{ListParams, Patch, PostParams};
-use kube::runtime::wait::await_condition;
+use kube::api::{ListParams, Patch, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tracing::warn;
@@ -238,7 +238,9 @@ impl Windows {
 
     /// Watches the window until `done` holds; a 504 with its state after `timeout`. A window
     /// that is gone counts as done (a close: every trace is removed). A watch answers as soon
-    /// as the controller writes the status, where polling would add up to its interval.
+    /// as the controller writes the status, where polling would add up to its interval; it
+    /// starts at the version the caller holds (`last`), so a wait costs the API server one
+    /// watch and no list.
     pub async fn wait(
         &self,
         ns: &str,
@@ -249,36 +251,84 @@ impl Windows {
         mut last: TestWindow,
     ) -> Result<TestWindow, ApiError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let condition = move |w: Option<&TestWindow>| w.is_none_or(done);
         while !done(&last) {
-            let watch = await_condition(self.api(ns), name, condition);
-            match tokio::time::timeout_at(deadline, watch).await {
-                Ok(Ok(Some(tw))) => return Ok(tw),
-                Ok(Ok(None)) => break,
+            match tokio::time::timeout_at(deadline, self.follow(ns, name, &mut last, done)).await {
+                Ok(Ok(Followed::Done)) => return Ok(last),
+                Ok(Ok(Followed::Gone)) => break,
+                // The watch server ended it (its timeout): watch on from the last version.
+                Ok(Ok(Followed::Ended)) => continue,
                 Ok(Err(err)) => {
-                    // The watch broke (e.g. the API server restarted): read, then watch again.
-                    warn!(window = name, namespace = ns, error = %err, "watching a window failed, retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    // The version is too old (410), or the watch broke (e.g. the API server
+                    // restarted): read, then watch again from what was read.
+                    if !matches!(&err, kube::Error::Api(s) if s.code == 410) {
+                        warn!(window = name, namespace = ns, error = %err, "watching a window failed, retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    match self.get(ns, name).await {
+                        Ok(tw) => last = tw,
+                        Err(ApiError::NotFound(_)) => break,
+                        Err(e) => return Err(e),
+                    }
                 }
-                Err(_) => {}
-            }
-            match self.get(ns, name).await {
-                Ok(tw) => last = tw,
-                Err(ApiError::NotFound(_)) => break,
-                Err(e) => return Err(e),
-            }
-            if !done(&last) && tokio::time::Instant::now() >= deadline {
-                return Err(ApiError::Timeout {
-                    detail: format!(
-                        "window {name:?} was not {what} within {}",
-                        crate::resources::duration::format(timeout)
-                    ),
-                    window: Box::new(WindowView::from_window(&last)),
-                });
+                Err(_) => {
+                    if let Ok(tw) = self.get(ns, name).await {
+                        last = tw;
+                    }
+                    if done(&last) {
+                        break;
+                    }
+                    return Err(ApiError::Timeout {
+                        detail: format!(
+                            "window {name:?} was not {what} within {}",
+                            crate::resources::duration::format(timeout)
+                        ),
+                        window: Box::new(WindowView::from_window(&last)),
+                    });
+                }
             }
         }
         Ok(last)
     }
+
+    /// Follows the window's changes from `last`'s resourceVersion, keeping `last` current,
+    /// until `done` holds, it is deleted, or the watch ends.
+    async fn follow(
+        &self,
+        ns: &str,
+        name: &str,
+        last: &mut TestWindow,
+        done: fn(&TestWindow) -> bool,
+    ) -> Result<Followed, kube::Error> {
+        let version = last.metadata.resource_version.clone().unwrap_or_default();
+        let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+        let mut events = std::pin::pin!(self.api(ns).watch(&params, &version).await?);
+        while let Some(event) = events.try_next().await? {
+            match event {
+                WatchEvent::Added(tw) | WatchEvent::Modified(tw) => {
+                    *last = tw;
+                    if done(last) {
+                        return Ok(Followed::Done);
+                    }
+                }
+                WatchEvent::Deleted(_) => return Ok(Followed::Gone),
+                WatchEvent::Bookmark(b) => {
+                    last.metadata.resource_version = Some(b.metadata.resource_version);
+                }
+                WatchEvent::Error(status) => return Err(kube::Error::Api(status)),
+            }
+        }
+        Ok(Followed::Ended)
+    }
+}
+
+/// How following a window ended.
+enum Followed {
+    /// `done` holds for the last version.
+    Done,
+    /// The window was deleted.
+    Gone,
+    /// The API server ended the watch.
+    Ended,
 }
 
 #[cfg(test)]

@@ -21,6 +21,14 @@ use crate::runtime::caches::{Caches, ChangeFeed};
 use crate::runtime::events::Events;
 use crate::runtime::{Pods, Runtime, Scope};
 
+/// How many windows are reconciled at once. A reconcile mostly waits on the API server (its
+/// writes run in parallel, then the status): under a burst of openings, when a write takes
+/// half a second, sixteen at once left new windows queued for seconds behind the reconciles
+/// in flight. At most this many times `WRITE_CONCURRENCY` writes are in flight; the API
+/// server's priority and fairness queues what exceeds the operator's share, and the client
+/// retries a 429.
+const RECONCILE_CONCURRENCY: u16 = 32;
+
 /// Runs the window controller until shutdown; `signals` mark a node as being disrupted in the
 /// windows' reports (the drain watcher's `--drain-signals`).
 pub async fn run(
@@ -108,7 +116,7 @@ pub async fn run(
         .reconcile_on(node_wakeups)
         .reconcile_on(pdb_wakeups)
         .reconcile_on(claim_wakeups)
-        .with_config(ControllerConfig::default().concurrency(16))
+        .with_config(ControllerConfig::default().concurrency(RECONCILE_CONCURRENCY))
         .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| {
