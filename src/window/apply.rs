@@ -56,13 +56,14 @@ fn what(write: &Write) -> String {
 
 impl Writer {
     /// Makes one write for `window`, with `manager` (normally the window's field manager);
-    /// each is timed in the debug log.
+    /// each is timed in the debug log. Returns the resourceVersion an apply left the object
+    /// at (none for a release of a PDB, a delete, or an object that is gone).
     pub async fn write(
         &self,
         window: &WindowFacts,
         manager: &str,
         write: &Write,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<String>, Error> {
         let started = std::time::Instant::now();
         let result = self.write_once(window, manager, write).await;
         debug!(
@@ -80,7 +81,7 @@ impl Writer {
         window: &WindowFacts,
         manager: &str,
         write: &Write,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<String>, Error> {
         let params = write::apply(manager);
         let wrap = |source| Error::Write {
             what: what(write),
@@ -96,7 +97,7 @@ impl Writer {
                 let body = annotation_body(window, *target, name, uid, annotations);
                 // A release of an object that is gone has nothing left to release.
                 match self.annotate(window, *target, name, &params, &body).await {
-                    Err(e) if annotations.is_empty() && is_code(&e, 404) => Ok(()),
+                    Err(e) if annotations.is_empty() && is_code(&e, 404) => Ok(None),
                     other => other.map_err(wrap),
                 }
             }
@@ -104,9 +105,10 @@ impl Writer {
                 .apply_pdb(window, &params, name, workload)
                 .await
                 .map_err(wrap),
-            Write::ReleasePdb { name, .. } | Write::DeletePdb { name, .. } => {
-                self.let_go_pdb(window, &params, name, write.clone()).await
-            }
+            Write::ReleasePdb { name, .. } | Write::DeletePdb { name, .. } => self
+                .let_go_pdb(window, &params, name, write.clone())
+                .await
+                .map(|()| None),
         }
     }
 
@@ -118,23 +120,23 @@ impl Writer {
         name: &str,
         params: &PatchParams,
         body: &Value,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<Option<String>, kube::Error> {
         let patch = Patch::Apply(body);
         match target {
             Target::Pod => Api::<Pod>::namespaced(self.client.clone(), &window.namespace)
                 .patch(name, params, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
             Target::Node => Api::<Node>::all(self.client.clone())
                 .patch(name, params, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
             Target::NodeClaim => match &self.node_claims {
                 Some(ar) => Api::<DynamicObject>::all_with(self.client.clone(), ar)
                     .patch(name, params, &patch)
                     .await
-                    .map(drop),
-                None => Ok(()),
+                    .map(|o| o.metadata.resource_version),
+                None => Ok(None),
             },
         }
     }
@@ -147,7 +149,7 @@ impl Writer {
         params: &PatchParams,
         name: &str,
         workload: &Workload,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<Option<String>, kube::Error> {
         let mut labels = json!({MANAGED_BY_KEY: MANAGED_BY_VALUE});
         if let Some(v) = workload.label_value() {
             labels[WORKLOAD_LABEL] = json!(v);
@@ -168,7 +170,7 @@ impl Writer {
             .patch(name, params, &Patch::Apply(&body))
             .await?;
         if holds_label(&applied.metadata, FIELD_MANAGER, MANAGED_BY_KEY) {
-            return Ok(());
+            return Ok(applied.metadata.resource_version);
         }
         // The managed-by label is also held by the shared manager, which no window's
         // release removes: whatever happens to the windows, the PDB stays findable
@@ -186,7 +188,7 @@ impl Writer {
         self.pdbs(window)
             .patch(name, &write::apply(FIELD_MANAGER), &Patch::Apply(&mark))
             .await
-            .map(drop)
+            .map(|o| o.metadata.resource_version)
     }
 
     /// Lets go of PDB `name` with `write`; on a conflict (409: the PDB changed since it was

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Node;
@@ -14,7 +15,8 @@ use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
 
 use super::apply::Writer;
-use super::plan::World;
+use super::plan::{WindowPlan, World, Write};
+use super::unseen::{self, Written};
 use super::{WindowArgs, WindowMetrics};
 use crate::k8s::signals::Signal;
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
@@ -52,6 +54,8 @@ pub struct Context {
     /// runs before the watch delivers our own write must not see the older status (it would
     /// repeat Events such as `Opened`).
     pub written: Mutex<HashMap<String, TestWindowStatus>>,
+    /// Each window's writes not seen back yet, by window UID ([`super::unseen`]).
+    pub unseen: Mutex<HashMap<String, Written>>,
 }
 
 /// How long a reconcile waits for the first list of its namespace's pods.
@@ -162,10 +166,39 @@ impl Context {
             .insert(uid, status.clone());
     }
 
+    /// Takes out of `plan` the writes of window `uid` that the caches (`world`) do not show
+    /// back yet ([`unseen::hold_back`]).
+    pub fn hold_back(&self, uid: &str, plan: &mut WindowPlan, world: &World) {
+        let mut unseen = self.unseen.lock().expect("unseen lock");
+        let Some(written) = unseen.get_mut(uid) else {
+            return;
+        };
+        let before = plan.writes.len();
+        unseen::hold_back(
+            written,
+            &mut plan.writes,
+            &mut plan.waiting,
+            world,
+            Instant::now(),
+        );
+        plan.unseen = (before - plan.writes.len()) as u32;
+        if written.is_empty() {
+            unseen.remove(uid);
+        }
+    }
+
+    /// Remembers the writes of window `uid` that succeeded, with the versions they left.
+    pub fn wrote(&self, uid: &str, writes: &[Write], versions: &[Option<String>]) {
+        let mut unseen = self.unseen.lock().expect("unseen lock");
+        let written = unseen.entry(uid.to_string()).or_default();
+        unseen::record(written, writes, versions, Instant::now());
+    }
+
     /// Forgets a window that is gone.
     pub fn forget(&self, window: &TestWindow) {
         let uid = window.metadata.uid.clone().unwrap_or_default();
         self.written.lock().expect("written lock").remove(&uid);
+        self.unseen.lock().expect("unseen lock").remove(&uid);
     }
 
     /// The API of a window's namespace.

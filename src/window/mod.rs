@@ -5,7 +5,7 @@
 //! (all pure, with [`selector`], [`report`] and the shared [`crate::k8s`] helpers);
 //! [`changes`] and [`triggers`] decide which windows a watched change concerns, [`wakeups`] turns the watches
 //! into the streams that wake the controller;
-//! [`apply`] makes the writes;
+//! [`apply`] makes the writes, [`unseen`] keeps them from being made twice;
 //! [`reconcile`] runs gather → decide → apply → status for one window; [`sweep`] removes
 //! leftovers at start-up and then periodically while this replica leads ([`startup`]);
 //! `run` wires the watches and the controller, `args` holds its flags.
@@ -31,6 +31,7 @@ pub mod status_write;
 pub mod sweep;
 pub mod timing;
 pub mod triggers;
+pub mod unseen;
 pub mod wakeups;
 
 #[cfg(test)]

@@ -138,6 +138,9 @@ pub struct WindowPlan {
     pub reused_pdbs: Vec<String>,
     /// Why protection is not yet complete although no write is pending.
     pub waiting: Vec<String>,
+    /// Writes held back until the caches show the window's last write of them
+    /// ([`super::unseen`]); each is also in `waiting`.
+    pub unseen: u32,
     /// Annotations somebody else set to another value: left alone (`kind/name key=value`).
     pub foreign_values: Vec<String>,
 }

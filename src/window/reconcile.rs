@@ -114,7 +114,8 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
 
     let view = WindowFacts::of(window, timing.phase == Phase::Active, timing.expires_at);
     let world = ctx.world(&view.namespace);
-    let plan = plan::plan(&view, &world);
+    let mut plan = plan::plan(&view, &world);
+    ctx.hold_back(&view.uid, &mut plan, &world);
     let previous = ctx.previous_status(window);
 
     // The end is recorded before the release (docs/windows.md, "Lifecycle"): whoever watches
@@ -166,8 +167,8 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
     Ok(requeue(&timing, &plan, now, args.retention_signed()))
 }
 
-/// Whether this reconcile wrote a window's first protection, all of it successfully, and its
-/// status would only say it is not ready yet.
+/// Whether this reconcile wrote a window's first protection (or waits to see it back), all of
+/// it successfully, and its status would only say it is not ready yet.
 fn opening(
     previous: &TestWindowStatus,
     status: &TestWindowStatus,
@@ -177,7 +178,7 @@ fn opening(
     previous.phase == Phase::Pending
         && status.phase == Phase::Active
         && !status.is_ready()
-        && !plan.writes.is_empty()
+        && (!plan.writes.is_empty() || plan.unseen > 0)
         && writes_ok
 }
 
@@ -216,16 +217,22 @@ async fn write_planned(ctx: &Context, view: &WindowFacts, plan: &WindowPlan) -> 
     failure
 }
 
+/// Makes the writes in parallel; remembers those that succeeded until they are seen back.
 async fn write_all(ctx: &Context, view: &WindowFacts, plan: &WindowPlan) -> Option<Error> {
     let manager = apply::manager_of(view);
-    let results: Vec<Result<(), Error>> = stream::iter(plan.writes.clone())
+    let results: Vec<Result<Option<String>, Error>> = stream::iter(plan.writes.clone())
         .map(|w| {
             let (writer, view, manager) = (ctx.writer.clone(), view.clone(), manager.clone());
             async move { writer.write(&view, &manager, &w).await }
         })
-        .buffer_unordered(WRITE_CONCURRENCY)
+        .buffered(WRITE_CONCURRENCY)
         .collect()
         .await;
+    let versions: Vec<Option<String>> = results
+        .iter()
+        .map(|r| r.as_ref().ok().cloned().flatten())
+        .collect();
+    ctx.wrote(&view.uid, &plan.writes, &versions);
     results.into_iter().find_map(Result::err)
 }
 

@@ -103,6 +103,7 @@ pub async fn run(
         events: Events::new(&runtime),
         synced: AtomicBool::new(false),
         written: Default::default(),
+        unseen: Default::default(),
     });
 
     let pod_wakeups = wakeups::pods(feed.pods, &windows, &caches);

@@ -211,7 +211,7 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
             .write(&view, &leftover.manager, &leftover.write)
             .await
         {
-            Ok(()) => {
+            Ok(_) => {
                 removed += 1;
                 info!(manager = %leftover.manager, write = ?leftover.write, "removed protection no window wants");
             }
