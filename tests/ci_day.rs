@@ -8,7 +8,7 @@
 //! guard's windows, inside `disruption-guard run`), idle (30–120 s), for `CI_DAY_MINUTES`
 //! (default 30). At a third and two thirds of the day a burst: `CI_DAY_BURST` matrix legs
 //! (default 150) open windows within 5 s, and as many bare PDBs are created as the floor (in a
-//! namespace of their own, over a pod like a pipeline's, so the windows never reuse them).
+//! namespace of their own, over a pipeline's app scaled to zero, so no window reuses them).
 //!
 //! The arms (`CI_DAY_ARMS`, default `a,b,c,d,e`), run one after another on the same cluster:
 //! a nothing; b a `minAvailable: 1` PDB per Deployment; c two replicas and `maxUnavailable: 1`;
@@ -155,21 +155,11 @@ fn floor_namespace(arm: Arm) -> String {
     format!("ci-day-{}-floor", arm.letter())
 }
 
-/// The floor's one-replica Deployment: a pipeline's app whose pod no NodePool can place (it
-/// stays Pending and costs no node), so the disruption controller computes the floor's PDBs
-/// over a pod and its ReplicaSet as it does a window's.
+/// The floor's Deployment: a pipeline's app scaled to zero, so the disruption controller
+/// computes the floor's PDBs against a Deployment's selector as it does a window's, without a
+/// pod (a Pending one would change what Karpenter simulates, a running one would cost a node).
 fn floor_deployment() -> Deployment {
-    let mut d = deployment(&app_name(0), 1);
-    let pod = d.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
-    pod.affinity = None;
-    pod.node_selector = Some(
-        [(
-            "disruption-guard.io/floor".to_string(),
-            "no-node".to_string(),
-        )]
-        .into(),
-    );
-    d
+    deployment(&app_name(0), 0)
 }
 
 fn deployment(name: &str, replicas: i32) -> Deployment {
