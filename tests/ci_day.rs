@@ -656,19 +656,22 @@ fn metric_sum(text: &str, prefix: &str) -> f64 {
         .sum()
 }
 
+/// Creates namespace `ns` with the bench's label (kept if it exists).
+async fn create_namespace(namespaces: &Api<Namespace>, ns: &str) {
+    let namespace = json!({"metadata": {"name": ns, "labels": {LABEL: "true"}}});
+    let _ = namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(namespace).unwrap(),
+        )
+        .await;
+}
+
 async fn set_up(client: &Client, arm: Arm, pipelines: &[Pipeline]) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if arm.windows() {
         let ns = floor_namespace(arm);
-        let _ = namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(
-                    json!({"metadata": {"name": ns, "labels": {LABEL: "true"}}}),
-                )
-                .unwrap(),
-            )
-            .await;
+        create_namespace(&namespaces, &ns).await;
         Api::<Deployment>::namespaced(client.clone(), &ns)
             .create(&PostParams::default(), &floor_deployment())
             .await
@@ -676,15 +679,7 @@ async fn set_up(client: &Client, arm: Arm, pipelines: &[Pipeline]) {
     }
     for p in pipelines {
         let ns = namespace(arm, p.index);
-        let _ = namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(
-                    json!({"metadata": {"name": ns, "labels": {LABEL: "true"}}}),
-                )
-                .unwrap(),
-            )
-            .await;
+        create_namespace(&namespaces, &ns).await;
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
         let services: Api<Service> = Api::namespaced(client.clone(), &ns);
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);

@@ -37,23 +37,6 @@ pub struct Writer {
     pub node_claims: Option<ApiResource>,
 }
 
-fn what(write: &Write) -> String {
-    match write {
-        Write::Annotate {
-            target,
-            name,
-            annotations,
-            ..
-        } if annotations.is_empty() => {
-            format!("release of {target:?} {name}")
-        }
-        Write::Annotate { target, name, .. } => format!("annotations of {target:?} {name}"),
-        Write::ApplyPdb { name, .. } => format!("PodDisruptionBudget {name}"),
-        Write::ReleasePdb { name, .. } => format!("release of PodDisruptionBudget {name}"),
-        Write::DeletePdb { name, .. } => format!("deletion of PodDisruptionBudget {name}"),
-    }
-}
-
 impl Writer {
     /// Makes one write for `window`, with `manager` (normally the window's field manager);
     /// each is timed in the debug log. Returns the resourceVersion an apply left the object
@@ -68,7 +51,7 @@ impl Writer {
         let result = self.write_once(window, manager, write).await;
         debug!(
             window = %window.name,
-            write = %what(write),
+            write = %write.describe(),
             ok = result.is_ok(),
             ms = started.elapsed().as_millis() as u64,
             "wrote"
@@ -84,7 +67,7 @@ impl Writer {
     ) -> Result<Option<String>, Error> {
         let params = write::apply(manager);
         let wrap = |source| Error::Write {
-            what: what(write),
+            what: write.describe(),
             source,
         };
         match write {
@@ -214,7 +197,7 @@ impl Writer {
                 debug!(window = %window.name, pdb = name, attempt, "the PDB changed since it was read, deciding again");
                 let fresh = self.pdbs(window).get_opt(name).await;
                 let fresh = fresh.map_err(|source| Error::Write {
-                    what: what(first),
+                    what: first.describe(),
                     source,
                 })?;
                 match fresh.and_then(|pdb| let_go(&pdb, &window.uid)) {
@@ -225,7 +208,7 @@ impl Writer {
             self.let_go_once(window, params, &write)
                 .await
                 .map_err(|source| Error::Write {
-                    what: what(&write),
+                    what: write.describe(),
                     source,
                 })
         })

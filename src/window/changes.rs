@@ -75,12 +75,7 @@ impl Changes {
         match before {
             Some((was, held)) if was == fingerprint => Change {
                 shared: false,
-                windows: held
-                    .keys()
-                    .chain(entries.keys())
-                    .filter(|uid| held.get(*uid) != entries.get(*uid))
-                    .cloned()
-                    .collect(),
+                windows: changed_entries(&held, &entries),
             },
             before => Change {
                 shared: true,
@@ -92,6 +87,19 @@ impl Changes {
             },
         }
     }
+}
+
+/// The windows whose entry differs between two versions (added, changed or gone).
+pub fn changed_entries(
+    before: &BTreeMap<String, u64>,
+    now: &BTreeMap<String, u64>,
+) -> BTreeSet<String> {
+    before
+        .keys()
+        .chain(now.keys())
+        .filter(|uid| before.get(*uid) != now.get(*uid))
+        .cloned()
+        .collect()
 }
 
 /// Each window's entry on the object, by window UID: a hash of the fields its field manager
@@ -195,6 +203,13 @@ mod tests {
         names.iter().map(|n| n.to_string()).collect()
     }
 
+    fn concerns(shared: bool, names: &[&str]) -> Change {
+        Change {
+            shared,
+            windows: uids(names),
+        }
+    }
+
     fn pod(node: &str, windows: &[(&str, &[&str])]) -> PodDigest {
         let mut p: PodDigest = serde_json::from_value(json!({
             "metadata": {"name": "api-1", "namespace": "shop", "labels": {"app": "api"}},
@@ -223,22 +238,10 @@ mod tests {
     fn another_windows_write_wakes_only_the_window_that_wrote() {
         let mut c = Changes::default();
         let first = seen(&mut c, &pod("n1", &[("a", &["k"])]));
-        assert_eq!(
-            first,
-            Change {
-                shared: true,
-                windows: uids(&["a"])
-            }
-        );
+        assert_eq!(first, concerns(true, &["a"]));
         // b writes its entry: the pod's shared part is as it was.
         let joined = seen(&mut c, &pod("n1", &[("a", &["k"]), ("b", &["k"])]));
-        assert_eq!(
-            joined,
-            Change {
-                shared: false,
-                windows: uids(&["b"])
-            }
-        );
+        assert_eq!(joined, concerns(false, &["b"]));
         // The same version again (the pod is in two watched scopes): nobody.
         let again = seen(&mut c, &pod("n1", &[("a", &["k"]), ("b", &["k"])]));
         assert_eq!(again, Change::default());
@@ -255,13 +258,7 @@ mod tests {
         assert!(moved.shared);
         assert_eq!(moved.windows, uids(&["a"]));
         let gone = c.change("shop/api-1".into(), None, |_| true);
-        assert_eq!(
-            gone,
-            Change {
-                shared: true,
-                windows: uids(&["a"])
-            }
-        );
+        assert_eq!(gone, concerns(true, &["a"]));
     }
 
     #[test]

@@ -145,6 +145,26 @@ pub struct WindowPlan {
     pub foreign_values: Vec<String>,
 }
 
+impl Write {
+    /// The write in words, for logs, errors and the window's status.
+    pub fn describe(&self) -> String {
+        match self {
+            Write::Annotate {
+                target,
+                name,
+                annotations,
+                ..
+            } if annotations.is_empty() => {
+                format!("release of {target:?} {name}")
+            }
+            Write::Annotate { target, name, .. } => format!("annotations of {target:?} {name}"),
+            Write::ApplyPdb { name, .. } => format!("PodDisruptionBudget {name}"),
+            Write::ReleasePdb { name, .. } => format!("release of PodDisruptionBudget {name}"),
+            Write::DeletePdb { name, .. } => format!("deletion of PodDisruptionBudget {name}"),
+        }
+    }
+}
+
 impl WindowPlan {
     /// Every piece of protection written and observed.
     pub fn complete(&self) -> bool {

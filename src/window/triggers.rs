@@ -143,12 +143,7 @@ impl PdbTriggers {
                 match before {
                     Some((g, was, was_shared, was_entries)) if g == generation => {
                         if was_shared == shared && was == now {
-                            let changed: BTreeSet<String> = was_entries
-                                .keys()
-                                .chain(entries.keys())
-                                .filter(|uid| was_entries.get(*uid) != entries.get(*uid))
-                                .cloned()
-                                .collect();
+                            let changed = changes::changed_entries(&was_entries, &entries);
                             return (!changed.is_empty()).then_some(PdbConcerns::Entries(changed));
                         }
                         let mut all = was;

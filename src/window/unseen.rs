@@ -16,6 +16,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use super::model::{World, Write};
 
 /// How long a write that succeeded is held back while the cache does not show it.
@@ -47,39 +49,23 @@ pub fn record(written: &mut Written, writes: &[Write], versions: &[Option<String
 /// The cached object's resourceVersion, as a number.
 fn cached_version(world: &World, object: &str) -> Option<u64> {
     let (kind, id) = object.split_once('/')?;
-    let by_uid = |uid: Option<&String>| uid.map(String::as_str) == Some(id);
-    let version = match kind {
-        "Pod" => world
-            .pods
-            .iter()
-            .find(|p| by_uid(p.metadata.uid.as_ref()))?
-            .metadata
-            .resource_version
-            .clone(),
-        "Node" => world
-            .nodes
-            .iter()
-            .find(|n| by_uid(n.metadata.uid.as_ref()))?
-            .metadata
-            .resource_version
-            .clone(),
+    let uid = |meta: &&ObjectMeta| meta.uid.as_deref() == Some(id);
+    let meta = match kind {
+        "Pod" => world.pods.iter().map(|p| &p.metadata).find(uid),
+        "Node" => world.nodes.iter().map(|n| &n.metadata).find(uid),
         "NodeClaim" => world
             .node_claims
-            .as_ref()?
             .iter()
-            .find(|c| by_uid(c.metadata.uid.as_ref()))?
-            .metadata
-            .resource_version
-            .clone(),
+            .flatten()
+            .map(|c| &c.metadata)
+            .find(uid),
         _ => world
             .pdbs
             .iter()
-            .find(|p| p.metadata.name.as_deref() == Some(id))?
-            .metadata
-            .resource_version
-            .clone(),
+            .map(|p| &p.metadata)
+            .find(|m| m.name.as_deref() == Some(id)),
     };
-    version?.parse().ok()
+    meta?.resource_version.as_deref()?.parse().ok()
 }
 
 /// Takes out of `writes` those whose last success the cache does not show yet (within
@@ -99,12 +85,7 @@ pub fn hold_back(
     writes.retain(|write| {
         let held = object_of(write).is_some_and(|o| written.contains_key(&o));
         if held {
-            let what = match write {
-                Write::Annotate { target, name, .. } => format!("{target:?} {name}"),
-                Write::ApplyPdb { name, .. } => format!("PodDisruptionBudget {name}"),
-                _ => String::new(),
-            };
-            waiting.push(format!("{what} written, not seen back yet"));
+            waiting.push(format!("{} not seen back yet", write.describe()));
         }
         !held
     });
@@ -152,7 +133,7 @@ mod tests {
         record(&mut written, &[annotate()], &[Some("120".into())], t0);
         let (writes, waiting) = replan(&mut written, &world("100"), t0);
         assert_eq!(writes, 0);
-        assert_eq!(waiting, ["Pod api-1 written, not seen back yet"]);
+        assert_eq!(waiting, ["annotations of Pod api-1 not seen back yet"]);
         // The echo arrived: a write the plan still wants (someone removed it) is made.
         assert_eq!(replan(&mut written, &world("120"), t0).0, 1);
         assert!(written.is_empty());
