@@ -27,6 +27,9 @@ pub const WORKLOAD_LABEL: &str = "disruption-guard.io/workload";
 
 /// Karpenter: a pod or node with this annotation is not voluntarily disrupted.
 pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Karpenter: label `"true"` on a node once its NodeClaim registered it. Until then Karpenter
+/// reads a node's `do-not-disrupt` from its NodeClaim; from then on from the Node.
+pub const KARPENTER_REGISTERED: &str = "karpenter.sh/registered";
 /// Cluster Autoscaler: a pod with `"false"` blocks scale-down of its node.
 pub const CA_SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
 /// Cluster Autoscaler: a node with `"true"` is never scaled down.

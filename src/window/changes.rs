@@ -19,7 +19,9 @@ use kube::api::DynamicObject;
 
 use super::held::is_consolidatable;
 use crate::resources::PodDigest;
-use crate::resources::names::{CA_SCALE_DOWN_DISABLED, FIELD_MANAGER, KARPENTER_DO_NOT_DISRUPT};
+use crate::resources::names::{
+    CA_SCALE_DOWN_DISABLED, FIELD_MANAGER, KARPENTER_DO_NOT_DISRUPT, KARPENTER_REGISTERED,
+};
 
 /// A hash of what every window reads of an object.
 pub type Fingerprint = u64;
@@ -157,8 +159,8 @@ pub fn pod(pod: &PodDigest) -> Fingerprint {
     h.finish()
 }
 
-/// What windows read of a node: the guard's annotations and the disruption marks (kwok
-/// heartbeats and other status churn leave it alone).
+/// What windows read of a node: the guard's annotations, whether Karpenter registered it, and
+/// the disruption marks (kwok heartbeats and other status churn leave it alone).
 pub fn node(node: &Node) -> Fingerprint {
     let mut h = DefaultHasher::new();
     let annotations = node.metadata.annotations.as_ref();
@@ -166,6 +168,11 @@ pub fn node(node: &Node) -> Fingerprint {
         annotations.and_then(|a| a.get(key)).hash(&mut h);
     }
     node.metadata.deletion_timestamp.is_some().hash(&mut h);
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(KARPENTER_REGISTERED))
+        .hash(&mut h);
     if let Some(spec) = &node.spec {
         spec.unschedulable.hash(&mut h);
         for t in spec.taints.iter().flatten() {
@@ -275,6 +282,10 @@ mod tests {
         assert_eq!(base, super::node(&node(json!([]), "2026-01-01T00:00:10Z")));
         let tainted = json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]);
         assert_ne!(base, super::node(&node(tainted, "2026-01-01T00:00:10Z")));
+        // Registration moves a window's NodeClaim annotation to the Node: windows read it.
+        let mut registered = node(json!([]), "2026-01-01T00:00:10Z");
+        registered.metadata.labels = Some([(KARPENTER_REGISTERED.into(), "true".into())].into());
+        assert_ne!(base, super::node(&registered));
     }
 
     #[test]

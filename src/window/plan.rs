@@ -16,7 +16,9 @@ pub use super::model::{
 use super::timing::karpenter_duration;
 use crate::k8s::fields::{has_manager, owned_annotations};
 use crate::resources::PodDigest;
-use crate::resources::names::{CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
+use crate::resources::names::{
+    CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, KARPENTER_REGISTERED,
+};
 
 /// The annotations the window wants on a selected pod.
 fn pod_annotations(window: &WindowFacts, pod: &PodDigest) -> BTreeMap<String, String> {
@@ -37,6 +39,17 @@ fn node_annotations() -> BTreeMap<String, String> {
         (KARPENTER_DO_NOT_DISRUPT.to_string(), "true".to_string()),
         (CA_SCALE_DOWN_DISABLED.to_string(), "true".to_string()),
     ])
+}
+
+/// Whether Karpenter registered the node (`karpenter.sh/registered: "true"`); a node not seen
+/// yet is not.
+fn is_registered(world: &World, name: &str) -> bool {
+    world
+        .nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(name))
+        .and_then(|n| n.metadata.labels.as_ref()?.get(KARPENTER_REGISTERED))
+        .is_some_and(|v| v == "true")
 }
 
 /// Compares what the window's manager owns on an object with what it wants, and returns the
@@ -155,6 +168,16 @@ pub fn plan(window: &WindowFacts, world: &World) -> WindowPlan {
         }
     }
     out.nodes = wanted_nodes.len() as u32;
+    // Karpenter reads a node's `do-not-disrupt` from its NodeClaim only until the node is
+    // registered, then from the Node (its `StateNode.Annotations`); a pod rarely runs on a node
+    // before that (Karpenter taints it `karpenter.sh/unregistered` until then). So a NodeClaim
+    // is annotated only while its node is not registered: a write per node saved, and
+    // Karpenter's NodeClaim controllers not woken by it.
+    let registering: BTreeSet<&str> = wanted_nodes
+        .iter()
+        .copied()
+        .filter(|name| !is_registered(world, name))
+        .collect();
     if let Some(claims) = &world.node_claims {
         for claim in claims
             .iter()
@@ -164,7 +187,7 @@ pub fn plan(window: &WindowFacts, world: &World) -> WindowPlan {
                 .data
                 .pointer("/status/nodeName")
                 .and_then(|v| v.as_str());
-            let wanted = if node.is_some_and(|n| wanted_nodes.contains(n)) {
+            let wanted = if node.is_some_and(|n| registering.contains(n)) {
                 BTreeMap::from([(KARPENTER_DO_NOT_DISRUPT.to_string(), "true".to_string())])
             } else {
                 BTreeMap::new()

@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 
 use super::pdbs::let_go;
-use super::plan::{Target, WindowFacts, World, Write, plan};
+use super::plan::{Target, WindowFacts, WindowPlan, World, Write, plan};
 use super::report;
 use crate::k8s::fields::tests::{entry, entry_with};
 use crate::resources::{Protect, Tracking, WindowReport};
@@ -582,6 +582,60 @@ fn the_nodeclaim_of_a_protected_node_is_annotated_and_released_with_it() {
     claim.metadata.annotations = Some(annotations(&[("karpenter.sh/do-not-disrupt", "true")]));
     let p = plan(&view("a", false), &w);
     assert!(p.writes.iter().any(|w| matches!(w, Write::Annotate { target: Target::NodeClaim, annotations, .. } if annotations.is_empty())));
+}
+
+#[test]
+fn a_nodeclaim_is_annotated_only_until_karpenter_registers_its_node() {
+    let win = view("a", true);
+    let mut w = world(vec![pod("api-1-x", "api-1", "n1")]);
+    let mut n1 = node("n1");
+    n1["metadata"]["labels"] = json!({"karpenter.sh/registered": "true"});
+    w.nodes = vec![obj(n1)];
+    let claim = |written: bool| -> kube::api::DynamicObject {
+        let mut c = json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-abc", "uid": "uid-claim"},
+            "status": {"nodeName": "n1"}
+        });
+        if written {
+            c["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+        }
+        let mut c: kube::api::DynamicObject = serde_json::from_value(c).unwrap();
+        if written {
+            c.metadata.managed_fields = Some(vec![entry(
+                "disruption-guard/a",
+                &["karpenter.sh/do-not-disrupt"],
+            )]);
+        }
+        c
+    };
+    let claim_writes = |p: &WindowPlan| -> Vec<BTreeMap<String, String>> {
+        p.writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Annotate {
+                    target: Target::NodeClaim,
+                    annotations,
+                    ..
+                } => Some(annotations.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // Registered: Karpenter reads the Node, which is annotated; the NodeClaim is left alone.
+    w.node_claims = Some(vec![Arc::new(claim(false))]);
+    let p = plan(&win, &w);
+    assert!(claim_writes(&p).is_empty());
+    assert!(p.writes.iter().any(|w| matches!(
+        w,
+        Write::Annotate {
+            target: Target::Node,
+            ..
+        }
+    )));
+    // Written while the node was registering: released once it is registered.
+    w.node_claims = Some(vec![Arc::new(claim(true))]);
+    assert_eq!(claim_writes(&plan(&win, &w)), vec![BTreeMap::new()]);
 }
 
 /// The drain signals the report counts by default (`--drain-signals`).
