@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 pub use super::model::{
@@ -41,14 +42,12 @@ fn node_annotations() -> BTreeMap<String, String> {
     ])
 }
 
-/// Whether Karpenter registered the node (`karpenter.sh/registered: "true"`); a node not seen
-/// yet is not.
-fn is_registered(world: &World, name: &str) -> bool {
-    world
-        .nodes
-        .iter()
-        .find(|n| n.metadata.name.as_deref() == Some(name))
-        .and_then(|n| n.metadata.labels.as_ref()?.get(KARPENTER_REGISTERED))
+/// Whether Karpenter registered the node (`karpenter.sh/registered: "true"`).
+fn is_registered(node: &Node) -> bool {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(KARPENTER_REGISTERED))
         .is_some_and(|v| v == "true")
 }
 
@@ -158,12 +157,15 @@ pub fn plan(window: &WindowFacts, world: &World) -> WindowPlan {
             out.writes.push(w);
         }
     }
+    // The wanted nodes seen, each with whether Karpenter registered it.
+    let seen: BTreeMap<&str, bool> = world
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, is_registered(n))))
+        .filter(|(name, _)| wanted_nodes.contains(name))
+        .collect();
     for node in &wanted_nodes {
-        if !world
-            .nodes
-            .iter()
-            .any(|n| n.metadata.name.as_deref() == Some(node))
-        {
+        if !seen.contains_key(node) {
             out.waiting.push(format!("node {node} not seen yet"));
         }
     }
@@ -176,7 +178,7 @@ pub fn plan(window: &WindowFacts, world: &World) -> WindowPlan {
     let registering: BTreeSet<&str> = wanted_nodes
         .iter()
         .copied()
-        .filter(|name| !is_registered(world, name))
+        .filter(|name| seen.get(name) != Some(&true))
         .collect();
     if let Some(claims) = &world.node_claims {
         for claim in claims

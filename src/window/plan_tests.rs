@@ -552,19 +552,7 @@ fn the_nodeclaim_of_a_protected_node_is_annotated_and_released_with_it() {
     .unwrap();
     w.node_claims = Some(vec![Arc::new(claim), Arc::new(other)]);
     let p = plan(&win, &w);
-    let claims: Vec<_> = p
-        .writes
-        .iter()
-        .filter_map(|w| match w {
-            Write::Annotate {
-                target: Target::NodeClaim,
-                name,
-                annotations,
-                ..
-            } => Some((name.clone(), annotations.clone())),
-            _ => None,
-        })
-        .collect();
+    let claims = annotate_writes(&p, Target::NodeClaim);
     assert_eq!(
         claims,
         vec![(
@@ -610,16 +598,9 @@ fn a_nodeclaim_is_annotated_only_until_karpenter_registers_its_node() {
         c
     };
     let claim_writes = |p: &WindowPlan| -> Vec<BTreeMap<String, String>> {
-        p.writes
-            .iter()
-            .filter_map(|w| match w {
-                Write::Annotate {
-                    target: Target::NodeClaim,
-                    annotations,
-                    ..
-                } => Some(annotations.clone()),
-                _ => None,
-            })
+        annotate_writes(p, Target::NodeClaim)
+            .into_iter()
+            .map(|(_, a)| a)
             .collect()
     };
     // Registered: Karpenter reads the Node, which is annotated; the NodeClaim is left alone.
@@ -636,6 +617,22 @@ fn a_nodeclaim_is_annotated_only_until_karpenter_registers_its_node() {
     // Written while the node was registering: released once it is registered.
     w.node_claims = Some(vec![Arc::new(claim(true))]);
     assert_eq!(claim_writes(&plan(&win, &w)), vec![BTreeMap::new()]);
+}
+
+/// The annotation writes a plan makes to objects of `target`: (name, annotations).
+fn annotate_writes(p: &WindowPlan, target: Target) -> Vec<(String, BTreeMap<String, String>)> {
+    p.writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Annotate {
+                target: t,
+                name,
+                annotations,
+                ..
+            } if *t == target => Some((name.clone(), annotations.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The drain signals the report counts by default (`--drain-signals`).
