@@ -666,19 +666,11 @@ fn world_with_a_daemon_set() -> World {
     w
 }
 
-fn annotated(p: &super::plan::WindowPlan, target: Target) -> Vec<String> {
-    let mut names: Vec<String> = p
-        .writes
-        .iter()
-        .filter_map(|w| match w {
-            Write::Annotate {
-                target: t,
-                name,
-                annotations,
-                ..
-            } if *t == target && !annotations.is_empty() => Some(name.clone()),
-            _ => None,
-        })
+fn annotated(p: &WindowPlan, target: Target) -> Vec<String> {
+    let mut names: Vec<String> = annotate_writes(p, target)
+        .into_iter()
+        .filter(|(_, annotations)| !annotations.is_empty())
+        .map(|(name, _)| name)
         .collect();
     names.sort();
     names
