@@ -577,3 +577,73 @@ async fn a_second_drain_of_the_same_node_after_an_uncordon_rolls_out_again_with_
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_window_opened_over_a_pod_on_a_node_already_being_disrupted_is_ready_once_the_pod_runs_elsewhere()
+ {
+    use disruption_guard::resources::TestWindow;
+    use support::windows::{is_ready, open, window};
+
+    with_namespace(|client, ns| async move {
+        let first = format!("{ns}-a");
+        create_ready_node(&client, &ns, &first).await;
+        // The replacement takes three seconds to become Ready, as a container does: a window
+        // Ready before the move would be seen Ready with the old pod still running.
+        let old = deploy_on(&client, &ns, lone(&ns, "web").starts_in("3s"), &first).await;
+        let old = old.metadata.name.clone().unwrap();
+        let second = format!("{ns}-b");
+        create_ready_node(&client, &ns, &second).await;
+        // Karpenter decided a moment before the window's protection arrives.
+        let nodes: Api<Node> = Api::all(client.clone());
+        set_disrupted_taint(&nodes, &first, true).await;
+        let _operator = Operator::start(&ns, &[]).await;
+        open(&client, &ns, &window("tests", "web", "10m", json!({}))).await;
+
+        let windows: Api<TestWindow> = Api::namespaced(client.clone(), &ns);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let started = Instant::now();
+        let mut said = None;
+        let running_at_ready = loop {
+            let w = windows.get("tests").await.unwrap();
+            let live: Vec<(String, Option<String>)> = pods
+                .list(&kube::api::ListParams::default().labels("app=web"))
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(|p| (p.metadata.name.clone().unwrap(), node_of(&p)))
+                .collect();
+            if is_ready(&w) {
+                break live;
+            }
+            let message = w
+                .status
+                .as_ref()
+                .and_then(|s| s.ready_condition())
+                .map(|c| c.message.clone());
+            if let Some(m) = message.filter(|m| m.contains("to move off node")) {
+                said = Some(m);
+            }
+            assert!(started.elapsed() < LIMIT, "the window never became Ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        println!(
+            "Ready after {:.1}s; running then: {running_at_ready:?}; waited for: {said:?}",
+            started.elapsed().as_secs_f64()
+        );
+        assert!(
+            !running_at_ready.is_empty()
+                && running_at_ready
+                    .iter()
+                    .all(|(pod, node)| *pod != old && node.as_deref() == Some(second.as_str())),
+            "Ready while the pod on the disrupted node still ran: {running_at_ready:?}"
+        );
+        let said = said.expect("the status said what the window waited for");
+        assert!(said.contains(&old) && said.contains(&first), "{said}");
+        let status = windows.get("tests").await.unwrap().status.unwrap();
+        assert_eq!(status.protected.pods, 1, "the pod that stays is protected");
+        assert_eq!(status.report.rollouts, 1, "{:?}", status.report);
+    })
+    .await;
+}

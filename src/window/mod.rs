@@ -2,7 +2,8 @@
 //! protection when the window closes, expires or is deleted.
 //!
 //! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
-//! (all pure, with [`selector`], [`report`] and the shared [`crate::k8s`] helpers);
+//! (all pure, with [`selector`], [`report`] and the shared [`crate::k8s`] helpers), and
+//! [`settling`] holds a new window's `Ready` back while its pods leave a node being disrupted;
 //! [`changes`] and [`triggers`] decide which windows a watched change concerns, [`wakeups`] turns the watches
 //! into the streams that wake the controller;
 //! [`apply`] makes the writes, [`unseen`] keeps them from being made twice;
@@ -25,6 +26,7 @@ pub mod reconcile;
 pub mod report;
 mod run;
 pub mod selector;
+pub mod settling;
 pub mod startup;
 pub mod status;
 pub mod status_write;

@@ -732,3 +732,37 @@ fn turning_the_opt_in_off_releases_the_daemon_set_pods_and_their_nodes() {
     released.sort();
     assert_eq!(released, ["agent-1", "agent-2", "agent-3", "n2", "n3"]);
 }
+
+/// A world whose node `n1` Karpenter tainted `karpenter.sh/disrupted`; `n2` is untouched.
+fn world_with_a_disrupted_node(pods: Vec<Value>) -> World {
+    let mut w = world(pods);
+    w.nodes = vec![
+        obj(json!({"metadata": {"name": "n1", "uid": "uid-n1"},
+            "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}})),
+        obj(node("n2")),
+    ];
+    w
+}
+
+#[test]
+fn a_new_window_waits_while_a_selected_pod_sits_on_a_node_being_disrupted_for_at_most_a_minute() {
+    use super::settling::{SETTLE_FOR, unsettled};
+    let opened: jiff::Timestamp = "2026-01-01T10:00:00Z".parse().unwrap();
+    let win = view("w1", true);
+    let w = world_with_a_disrupted_node(vec![pod("api-1-a", "api-1", "n1")]);
+    assert_eq!(
+        unsettled(&win, &w, &signals(), opened, opened),
+        ["pod api-1-a to move off node n1, being disrupted (taint karpenter.sh/disrupted)"]
+    );
+    // The bound: a pod nothing replaces holds the window back one minute at most.
+    let later = opened.saturating_add(SETTLE_FOR).unwrap();
+    assert!(unsettled(&win, &w, &signals(), opened, later).is_empty());
+    // The replacement runs elsewhere and the old pod is terminating: nothing to wait for.
+    let mut old = pod("api-1-a", "api-1", "n1");
+    old["metadata"]["deletionTimestamp"] = json!("2026-01-01T10:00:02Z");
+    let moved = world_with_a_disrupted_node(vec![old, pod("api-1-b", "api-1", "n2")]);
+    assert!(unsettled(&win, &moved, &signals(), opened, opened).is_empty());
+    // Signals not enabled, or a window that is not Active, wait for nothing.
+    assert!(unsettled(&win, &w, &[], opened, opened).is_empty());
+    assert!(unsettled(&view("w1", false), &w, &signals(), opened, opened).is_empty());
+}

@@ -19,6 +19,7 @@ use super::apply;
 use super::context::Context;
 use super::error::Error;
 use super::plan::{self, WindowFacts, WindowPlan};
+use super::settling;
 use super::status::next_status;
 use super::status_write::write_status;
 use super::timing::{self, Timing};
@@ -117,6 +118,11 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
     let mut plan = plan::plan(&view, &world);
     ctx.hold_back(&view.uid, &mut plan, &world);
     let previous = ctx.previous_status(window);
+    if previous.ready_at.is_none() {
+        let signals = &ctx.signals;
+        let moving = settling::unsettled(&view, &world, signals, timing.opened_at, now);
+        plan.waiting.extend(moving);
+    }
 
     // The end is recorded before the release (docs/windows.md, "Lifecycle"): whoever watches
     // the window sees it ended, `Ready` False for `Releasing`, before any protection goes, so a
