@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -624,6 +624,9 @@ struct ArmResult {
     nodes: Vec<NodeSample>,
     /// Seconds from the last test's end to the node count's last fall; `None`: it did not fall.
     last_to_consolidated: Option<f64>,
+    /// After the settle: Karpenter's nodes, and the guard's annotations and PDBs still there.
+    end_nodes: usize,
+    end_traces: usize,
     decisions: BTreeMap<String, f64>,
     opens: Vec<f64>,
     floor: Vec<f64>,
@@ -826,6 +829,8 @@ async fn run_arm(
         }
     }
     result.last_to_consolidated = fell;
+    result.end_nodes = count;
+    result.end_traces = guard_traces(client, arm, pipelines).await;
     stop.cancel();
     result.nodes = sampler.await.unwrap();
     let decisions_after = karpenter_decisions().await;
@@ -867,6 +872,36 @@ async fn run_arm(
     result
 }
 
+/// The guard's protection still on Karpenter's nodes and the arm's pods after the day: nodes and
+/// pods with a `disruption-guard/…` field manager, and PDBs labelled as the guard's.
+async fn guard_traces(client: &Client, arm: Arm, pipelines: &[Pipeline]) -> usize {
+    let guarded = |meta: &kube::api::ObjectMeta| {
+        meta.managed_fields.iter().flatten().any(|f| {
+            f.manager
+                .as_deref()
+                .is_some_and(|m| m.starts_with("disruption-guard/"))
+        })
+    };
+    let mut traces = 0;
+    let nodes: Api<Node> = Api::all(client.clone());
+    if let Ok(list) = nodes.list(&ListParams::default()).await {
+        traces += list.items.iter().filter(|n| guarded(&n.metadata)).count();
+    }
+    for p in pipelines {
+        let ns = namespace(arm, p.index);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        if let Ok(list) = pods.list(&ListParams::default()).await {
+            traces += list.items.iter().filter(|p| guarded(&p.metadata)).count();
+        }
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+        let managed = ListParams::default().labels("app.kubernetes.io/managed-by=disruption-guard");
+        if let Ok(list) = pdbs.list(&managed).await {
+            traces += list.items.len();
+        }
+    }
+    traces
+}
+
 fn p50_p99(v: &[f64]) -> String {
     if v.is_empty() {
         return "-".to_string();
@@ -900,6 +935,10 @@ fn report(arm: Arm, r: &ArmResult) -> serde_json::Value {
         "  from the last test's end to the node count's last fall: {:?} s",
         r.last_to_consolidated.map(|s| s.round())
     );
+    eprintln!(
+        "  at the end: {} nodes, {} of the guard's annotations and PDBs left",
+        r.end_nodes, r.end_traces
+    );
     eprintln!("  Karpenter's decisions: {:?}", r.decisions);
     if !r.opens.is_empty() {
         eprintln!(
@@ -924,7 +963,8 @@ fn report(arm: Arm, r: &ArmResult) -> serde_json::Value {
         "arm": arm.letter(), "title": arm.title(), "test_runs": r.runs.len(), "disrupted_runs": disrupted,
         "downtime_seconds": downtime, "node_minutes": nm, "peak_nodes": peak,
         "draining_node_minutes": draining, "blocked_node_minutes": blocked,
-        "last_test_to_consolidated_seconds": r.last_to_consolidated, "karpenter_decisions": r.decisions,
+        "last_test_to_consolidated_seconds": r.last_to_consolidated,
+        "end_nodes": r.end_nodes, "end_guard_traces": r.end_traces, "karpenter_decisions": r.decisions,
         "burst_open_ready_ms": r.opens, "bare_pdb_floor_ms": r.floor,
         "operator": r.cost.map(|(cpu, rss, requests, windows)| json!({"cpu_seconds": cpu, "peak_rss_mib": rss, "api_requests": requests, "windows": windows})),
         "held_node_seconds_metric": r.held_metric, "held_node_seconds_outside": held_outside,
@@ -993,6 +1033,10 @@ fn table(summary: &[serde_json::Value]) -> String {
                 Some(s) => format!("{s:.0}"),
                 None => "none in 3 min".to_string(),
             }),
+        ),
+        (
+            "then: nodes left / the guard's annotations and PDBs left",
+            Box::new(|v| format!("{} / {}", v["end_nodes"], v["end_guard_traces"])),
         ),
         (
             "Karpenter's decisions",
