@@ -745,7 +745,7 @@ fn world_with_a_disrupted_node(pods: Vec<Value>) -> World {
 }
 
 #[test]
-fn a_new_window_waits_while_a_selected_pod_sits_on_a_node_being_disrupted_for_at_most_a_minute() {
+fn a_new_window_waits_while_a_selected_pod_sits_on_a_node_being_disrupted_for_at_most_30_seconds() {
     use super::settling::{SETTLE_FOR, unsettled};
     let opened: jiff::Timestamp = "2026-01-01T10:00:00Z".parse().unwrap();
     let win = view("w1", true);
@@ -754,7 +754,7 @@ fn a_new_window_waits_while_a_selected_pod_sits_on_a_node_being_disrupted_for_at
         unsettled(&win, &w, &signals(), opened, opened),
         ["pod api-1-a to move off node n1, being disrupted (taint karpenter.sh/disrupted)"]
     );
-    // The bound: a pod nothing replaces holds the window back one minute at most.
+    // The bound: a pod nothing replaces holds the window back 30 s at most.
     let later = opened.saturating_add(SETTLE_FOR).unwrap();
     assert!(unsettled(&win, &w, &signals(), opened, later).is_empty());
     // The replacement runs elsewhere and the old pod is terminating: nothing to wait for.

@@ -5,8 +5,9 @@
 //! covers it (the new pod starts elsewhere first), and a test should start on the pod that
 //! stays, not on the one about to go. The wait is bounded: a pod nothing replaces (not a
 //! lone-replica Deployment's, a namespace the drain watcher leaves alone) holds the window back
-//! at most [`SETTLE_FOR`] after it opened, well inside the CLI's default `--wait-timeout` of
-//! two minutes. Pure.
+//! at most [`SETTLE_FOR`] after it opened: half the GitHub Action's default `wait-timeout` of
+//! 60 s (the CLI's `--wait-timeout` is two minutes), enough for a replacement that fits on a
+//! node already there. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +17,7 @@ use super::model::{WindowFacts, World, selected_pods};
 use crate::k8s::signals::{self, Signal};
 
 /// How long after opening a window waits for its pods to leave nodes being disrupted.
-pub const SETTLE_FOR: SignedDuration = SignedDuration::from_secs(60);
+pub const SETTLE_FOR: SignedDuration = SignedDuration::from_secs(30);
 
 /// What the window waits for before its first `Ready`: each selected pod on a node that
 /// carries one of `signals`, in words; empty once `SETTLE_FOR` has passed since `opened_at`.
