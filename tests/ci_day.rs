@@ -47,6 +47,7 @@ use serde_json::json;
 use support::drain::metric;
 use support::operator::Operator;
 use support::stats::percentile;
+use support::windows::{guard_managers, guard_pdbs};
 use support::{karpenter, wait, with_namespace};
 
 const LABEL: &str = "ci-day";
@@ -875,13 +876,7 @@ async fn run_arm(
 /// The guard's protection still on Karpenter's nodes and the arm's pods after the day: nodes and
 /// pods with a `disruption-guard/…` field manager, and PDBs labelled as the guard's.
 async fn guard_traces(client: &Client, arm: Arm, pipelines: &[Pipeline]) -> usize {
-    let guarded = |meta: &kube::api::ObjectMeta| {
-        meta.managed_fields.iter().flatten().any(|f| {
-            f.manager
-                .as_deref()
-                .is_some_and(|m| m.starts_with("disruption-guard/"))
-        })
-    };
+    let guarded = |meta: &kube::api::ObjectMeta| !guard_managers(meta).is_empty();
     let mut traces = 0;
     let nodes: Api<Node> = Api::all(client.clone());
     if let Ok(list) = nodes.list(&ListParams::default()).await {
@@ -893,11 +888,7 @@ async fn guard_traces(client: &Client, arm: Arm, pipelines: &[Pipeline]) -> usiz
         if let Ok(list) = pods.list(&ListParams::default()).await {
             traces += list.items.iter().filter(|p| guarded(&p.metadata)).count();
         }
-        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
-        let managed = ListParams::default().labels("app.kubernetes.io/managed-by=disruption-guard");
-        if let Ok(list) = pdbs.list(&managed).await {
-            traces += list.items.len();
-        }
+        traces += guard_pdbs(client, &ns).await.len();
     }
     traces
 }
