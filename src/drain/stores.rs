@@ -15,6 +15,7 @@ use kube::{Api, Client};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 
+use crate::k8s::decoded::Decoded;
 use crate::runtime::caches::reflect;
 use crate::runtime::{Caches, NodeTrigger, Pods, Readiness};
 
@@ -48,7 +49,7 @@ impl DrainStores {
             // Any change asks the watcher to look at every node again.
             task = Some(reflect(
                 "drain-namespaces",
-                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                Api::<Decoded<PartialObjectMeta<Namespace>>>::all(client.clone()),
                 watcher::Config::default().labels(selector),
                 |ns| ns.metadata.managed_fields = None,
                 writer,

@@ -14,6 +14,7 @@ use super::{
     DrainLimits, InterceptArgs, InterceptMetrics, InterceptState, act, denials, handler, limit,
     router,
 };
+use crate::k8s::decoded::Decoded;
 use crate::runtime::rollout::Rollouts;
 use crate::runtime::{Caches, Runtime, caches};
 
@@ -43,7 +44,7 @@ where
     metrics.health.enable();
     let (namespaces, namespace_task) = caches::read_only(
         "namespaces",
-        Api::<PartialObjectMeta<Namespace>>::all(runtime.client.clone()),
+        Api::<Decoded<PartialObjectMeta<Namespace>>>::all(runtime.client.clone()),
         &runtime.ready,
         |ns| {
             ns.metadata.managed_fields = None;

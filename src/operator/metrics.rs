@@ -21,6 +21,7 @@ use crate::api::ApiMetrics;
 use crate::drain::DrainMetrics;
 use crate::intercept::InterceptMetrics;
 use crate::runtime::held::HeldNodeSeconds;
+use crate::runtime::refusals::RefusalMetrics;
 use crate::runtime::{ReconcileMetrics, RequestMetrics};
 use crate::window::WindowMetrics;
 
@@ -47,6 +48,8 @@ pub struct Metrics {
     pub intercept: Arc<InterceptMetrics>,
     /// Requests of the Kubernetes client (its layer is built from this handle).
     pub kube_requests: RequestMetrics,
+    /// Objects the watches could not represent (the runtime's readiness reports them).
+    pub objects_refused: RefusalMetrics,
 }
 
 impl Default for Metrics {
@@ -69,6 +72,8 @@ impl Default for Metrics {
         reconciles.register(registry);
         let kube_requests = RequestMetrics::default();
         kube_requests.register(registry);
+        let objects_refused = RefusalMetrics::default();
+        objects_refused.register(registry);
         let held = HeldNodeSeconds::default();
         held.register(registry);
         let mut window = WindowMetrics::new(reconciles.controller(WINDOW_CONTROLLER));
@@ -91,6 +96,7 @@ impl Default for Metrics {
             api: Arc::new(api),
             intercept: Arc::new(intercept),
             kube_requests,
+            objects_refused,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod process;
 
 pub use metrics::Metrics;
 
+use crate::runtime::refusals::Refusals;
 use crate::runtime::{Caches, Leadership, Readiness, Runtime, connection, leader, shutdown};
 
 /// Flags of `disruption-guard operator`; each has a `DISRUPTION_GUARD_*` environment twin.
@@ -125,10 +126,17 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         client,
         namespaces: args.namespaces.clone().into(),
         leader,
-        ready: Arc::new(Readiness::default()),
+        ready: Arc::new(Readiness::with_refusals(Refusals::counting(
+            &metrics.objects_refused,
+        ))),
         shutdown,
         identity,
     };
+    // An object a watch cannot represent is reported on itself as a Warning Event too.
+    runtime
+        .ready
+        .refusals
+        .publish_with(crate::runtime::events::Events::new(&runtime));
     info!(
         admin_addr = %args.admin_addr,
         api_addr = %args.api.api_addr,

@@ -34,8 +34,9 @@ use tokio::task::JoinHandle;
 
 use super::Readiness;
 use super::pod_scopes::{Pods, Scope};
-pub use super::reflect::{Cacheable, NodeTrigger, reflect, scoped};
+pub use super::reflect::{Cacheable, NodeTrigger, decoded, reflect, scoped};
 use super::reflect::{hand_on, list_in_small_pages};
+use crate::k8s::decoded::Decoded;
 use crate::k8s::fields::keep_own_entries;
 use crate::k8s::signals::{self, Signal};
 use crate::k8s::trim;
@@ -115,7 +116,7 @@ impl Caches {
         };
         let node_task = reflect(
             "nodes",
-            Api::<Node>::all(client.clone()),
+            Api::<Decoded<Node>>::all(client.clone()),
             list_in_small_pages(),
             trim::node,
             writer,
@@ -211,7 +212,7 @@ pub fn ci_trusts(
     scope: Option<&str>,
 ) -> (Store<CITrust>, Store<Namespace>, Tasks) {
     let (trusts, trusts_task) =
-        read_only("citrusts", scoped::<CITrust>(client, scope), ready, |t| {
+        read_only("citrusts", decoded::<CITrust>(client, scope), ready, |t| {
             t.metadata.managed_fields = None;
         });
     let (namespaces, writer) = reflector::store();
@@ -219,7 +220,7 @@ pub fn ci_trusts(
     let selector = CI_TRUST_LABEL.to_string();
     let ns_task = reflect(
         "namespaces-without-ci-trust",
-        Api::<Namespace>::all(client.clone()),
+        Api::<Decoded<Namespace>>::all(client.clone()),
         watcher::Config::default().labels(&selector),
         |n: &mut Namespace| {
             n.metadata.managed_fields = None;
@@ -237,7 +238,7 @@ pub fn ci_trusts(
 /// A store of `api` (trimmed by `trim`) that is only read, driven by its own task.
 pub fn read_only<K: Cacheable>(
     name: &'static str,
-    api: Api<K>,
+    api: Api<Decoded<K>>,
     ready: &Arc<Readiness>,
     trim: fn(&mut K),
 ) -> (Store<K>, JoinHandle<()>) {
@@ -248,7 +249,7 @@ pub fn read_only<K: Cacheable>(
 /// `on_event`.
 fn store_of<K: Cacheable>(
     name: &'static str,
-    api: Api<K>,
+    api: Api<Decoded<K>>,
     ready: &Arc<Readiness>,
     trim: fn(&mut K),
     on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
@@ -283,7 +284,7 @@ where
     let drain = drain.clone();
     store_of(
         name,
-        scoped::<K>(client, scope),
+        decoded::<K>(client, scope),
         ready,
         trim,
         move |event| {

@@ -33,6 +33,7 @@ pub mod pod_scopes;
 pub mod readiness;
 pub mod reconciles;
 pub mod reflect;
+pub mod refusals;
 pub mod requests;
 pub mod rollout;
 pub mod rollout_records;

@@ -45,7 +45,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Readiness;
-use super::reflect::{NodeTrigger, ToTrigger, hand_on, list_from_watch_cache, reflect, scoped};
+use super::reflect::{
+    NodeTrigger, ToTrigger, decoded, hand_on, list_from_watch_cache, reflect, scoped,
+};
+use crate::k8s::decoded::Decoded;
 use crate::resources::PodDigest;
 
 /// Where a pod watch looks.
@@ -267,7 +270,7 @@ impl Pods {
         let (synced_tx, synced) = watch::channel(false);
         let (api, config, window, to_trigger): (_, _, _, ToTrigger<PodDigest>) = match scope {
             Scope::Namespace(ns) => (
-                Api::<PodDigest>::namespaced(inner.client.clone(), ns),
+                Api::<Decoded<PodDigest>>::namespaced(inner.client.clone(), ns),
                 list_from_watch_cache(),
                 Some(inner.window.clone()),
                 Box::new(|_: &watcher::Event<PodDigest>| None),
@@ -276,7 +279,7 @@ impl Pods {
                 let node = node.clone();
                 let evicted = inner.evicted.clone();
                 (
-                    scoped::<PodDigest>(&inner.client, inner.limit.as_deref()),
+                    decoded::<PodDigest>(&inner.client, inner.limit.as_deref()),
                     list_from_watch_cache().fields(&format!("spec.nodeName={node}")),
                     None,
                     Box::new(move |event: &watcher::Event<PodDigest>| match event {

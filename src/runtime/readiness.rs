@@ -2,7 +2,9 @@
 //! `/readyz` answers ready once every gate is synced, the API server answered recently (else
 //! every watch is stale: they all ride one connection, see [`super::connection`]) and the
 //! process is not shutting down, and no watch is down: a watch task that panicked is restarted
-//! by [`super::reflect`], and until its store is listed again the replica is not ready.
+//! by [`super::reflect`], and until its store is listed again the replica is not ready. It also
+//! holds what the watches report of the objects they could not represent
+//! ([`super::refusals`]): each watch is handed this one value.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -21,9 +23,19 @@ pub struct Readiness {
     down: Mutex<BTreeMap<&'static str, u64>>,
     /// Since when the API server has not answered, if it does not.
     unreachable_since: Mutex<Option<Instant>>,
+    /// The objects the watches read but could not represent (clamped or left out), reported.
+    pub refusals: super::refusals::Refusals,
 }
 
 impl Readiness {
+    /// Readiness whose watches report the objects they cannot represent to `refusals`.
+    pub fn with_refusals(refusals: super::refusals::Refusals) -> Self {
+        Self {
+            refusals,
+            ..Self::default()
+        }
+    }
+
     /// Registers a gate that is not yet synced.
     pub fn register(&self, name: &'static str) {
         self.gates

@@ -21,6 +21,9 @@ use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
 use super::Readiness;
+use super::refusals::readable;
+use crate::k8s::decoded::Decoded;
+use crate::k8s::stub::Stub;
 
 /// What a change in the caches asks a node-keyed consumer (the drain watcher) to look at again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,14 +48,23 @@ where
     }
 }
 
-/// What a reflector can hold: a statically typed, deserializable object shared across tasks.
+/// What a reflector can hold: a statically typed, deserializable object shared across tasks,
+/// that can be named by its metadata alone ([`Stub`]).
 pub trait Cacheable:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+    Resource<DynamicType = ()>
+    + Stub
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
 {
 }
 
 impl<K> Cacheable for K where
     K: Resource<DynamicType = ()>
+        + Stub
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
@@ -62,9 +74,21 @@ impl<K> Cacheable for K where
 {
 }
 
+/// An Api reading `K` one object at a time ([`Decoded`]), over `scope`: one namespace, or every
+/// namespace.
+pub fn decoded<K>(client: &Client, scope: Option<&str>) -> Api<Decoded<K>>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    scoped::<Decoded<K>>(client, scope)
+}
+
 /// Starts a watch of `api` (with `config`) into the store `writer` feeds, each object trimmed
 /// by `trim`; every event, once the store took it, is shown to `on_event`. The one way the
 /// operator starts a shared cache; the task runs until aborted.
+///
+/// Objects are read one at a time ([`Decoded`]): one the operator cannot represent is left out
+/// of the store and reported ([`Readiness::refusals`]), and the rest of its list is served.
 ///
 /// The task supervises its watch: should the watch panic (a parser deep inside the client, a
 /// bug in `on_event`) or its stream end, that is logged as an error, `ready` says the replica
@@ -73,7 +97,7 @@ impl<K> Cacheable for K where
 /// complete. A watch never goes silent, and no object can stop a cache for good.
 pub fn reflect<K>(
     name: &'static str,
-    api: Api<K>,
+    api: Api<Decoded<K>>,
     config: watcher::Config,
     trim: fn(&mut K),
     mut writer: reflector::store::Writer<K>,
@@ -86,9 +110,8 @@ where
     tokio::spawn(async move {
         let mut deaths: u32 = 0;
         loop {
-            let stream = watcher(api.clone(), config.clone())
-                .default_backoff()
-                .modify(trim);
+            let decoded = watcher(api.clone(), config.clone()).default_backoff();
+            let stream = readable(name, (), ready.clone(), decoded).modify(trim);
             let mut stream = std::pin::pin!(stream);
             let why = loop {
                 let event = match AssertUnwindSafe(stream.next()).catch_unwind().await {

@@ -14,11 +14,13 @@ use tracing::{info, warn};
 use super::context::{Context, WindowStores};
 use super::startup::{GATE, startup};
 use super::{WindowArgs, WindowMetrics, apply, reconcile, wakeups};
+use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
 use crate::k8s::trim;
 use crate::resources::TestWindow;
 use crate::runtime::caches::{Caches, ChangeFeed};
 use crate::runtime::events::Events;
+use crate::runtime::refusals::readable;
 use crate::runtime::{Pods, Runtime, Scope};
 
 /// How many windows are reconciled at once. A reconcile mostly waits on the API server (its
@@ -52,8 +54,14 @@ pub async fn run(
         windows: windows.clone(),
         runtime: runtime.clone(),
     };
-    let window_stream = watcher(runtime.api::<TestWindow>(), watcher::Config::default())
-        .default_backoff()
+    // Windows are read one at a time: one a tenant stored out of range is reported and left
+    // out, and the others are reconciled (crate::runtime::refusals).
+    let window_watch = watcher(
+        runtime.api::<Decoded<TestWindow>>(),
+        watcher::Config::default(),
+    )
+    .default_backoff();
+    let window_stream = readable("testwindows", (), runtime.ready.clone(), window_watch)
         .reflect(windows_writer)
         .inspect(move |event| {
             if let Ok(event) = event {
@@ -67,14 +75,15 @@ pub async fn run(
 
     let (stateful_sets, sts_task) = crate::runtime::caches::read_only(
         "statefulsets",
-        runtime.api::<StatefulSet>(),
+        runtime.api::<Decoded<StatefulSet>>(),
         &runtime.ready,
         trim::stateful_set,
     );
     let claim_resource = wakeups::discover_node_claims(&client).await;
     let (node_claims, claim_wakeups) = match &claim_resource {
         Some(ar) => {
-            let (store, stream) = wakeups::node_claims(&client, ar, &windows, &caches);
+            let (store, stream) =
+                wakeups::node_claims(&client, &runtime.ready, ar, &windows, &caches);
             (Some(store), stream)
         }
         None => (None, futures::stream::pending().boxed()),

@@ -18,9 +18,11 @@ use tracing::info;
 
 use super::changes::{self, Change, Changes};
 use super::triggers::{PdbTriggers, windows_for, windows_of_pods};
+use crate::k8s::decoded::Decoded;
 use crate::k8s::fields::keep_own_entries;
 use crate::resources::{PodDigest, TestWindow};
-use crate::runtime::{Caches, Pods};
+use crate::runtime::refusals::readable;
+use crate::runtime::{Caches, Pods, Readiness};
 
 /// A changed pod wakes the windows that select it or wrote to it when what they read of it
 /// changed, else only the windows whose own entry changed ([`changes`]).
@@ -117,6 +119,7 @@ pub fn pdbs(
 /// pod on its node; a change of one window's entry wakes that window.
 pub fn node_claims(
     client: &Client,
+    ready: &Arc<Readiness>,
     ar: &ApiResource,
     windows: &Store<TestWindow>,
     caches: &Caches,
@@ -131,33 +134,34 @@ pub fn node_claims(
     let claims = store.clone();
     let ar = ar.clone();
     let mut seen = Changes::default();
-    let stream = watcher(
-        Api::<DynamicObject>::all_with(client.clone(), &ar),
+    let claims_watch = watcher(
+        Api::<Decoded<DynamicObject>>::all_with(client.clone(), &ar),
         watcher::Config::default(),
     )
-    .default_backoff()
-    .modify(|c: &mut DynamicObject| keep_own_entries(&mut c.metadata))
-    .reflect(writer)
-    .touched_objects()
-    .filter_map(|r| future::ready(r.ok()))
-    .flat_map(move |claim: DynamicObject| {
-        let name = claim.name_any();
-        let stored = |name: &str| claims.get(&ObjectRef::new_with(name, ar.clone())).is_some();
-        let now = stored(&name).then(|| {
-            (
-                changes::node_claim(&claim),
-                changes::entries(&claim.metadata),
-            )
-        });
-        let change = seen.change(name, now, stored);
-        let node = claim
-            .data
-            .pointer("/status/nodeName")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default();
-        futures::stream::iter(on_node(&windows, &pods, node, change))
-    })
-    .boxed();
+    .default_backoff();
+    let stream = readable("nodeclaims", ar.clone(), ready.clone(), claims_watch)
+        .modify(|c: &mut DynamicObject| keep_own_entries(&mut c.metadata))
+        .reflect(writer)
+        .touched_objects()
+        .filter_map(|r| future::ready(r.ok()))
+        .flat_map(move |claim: DynamicObject| {
+            let name = claim.name_any();
+            let stored = |name: &str| claims.get(&ObjectRef::new_with(name, ar.clone())).is_some();
+            let now = stored(&name).then(|| {
+                (
+                    changes::node_claim(&claim),
+                    changes::entries(&claim.metadata),
+                )
+            });
+            let change = seen.change(name, now, stored);
+            let node = claim
+                .data
+                .pointer("/status/nodeName")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            futures::stream::iter(on_node(&windows, &pods, node, change))
+        })
+        .boxed();
     (store, stream)
 }
 
