@@ -20,6 +20,7 @@ use super::problem::ApiError;
 use super::selector;
 use super::ttl::TtlLimits;
 use super::types::{OpenRequest, RenewRequest, WindowList, WindowView};
+use crate::k8s::decoded::Decoded;
 use crate::resources::names::{CLOSE_MANAGER, FIELD_MANAGER, RENEW_MANAGER};
 use crate::resources::{OpenedBy, TestWindow};
 use crate::runtime::write;
@@ -156,14 +157,26 @@ impl Windows {
                 .map_err(|e| ApiError::BadRequest(format!("labelSelector: {e}")))?;
             params = params.labels(text);
         }
+        // Read one at a time: a window stored out of range is left out, not the whole list.
         let api = match ns {
-            Some(ns) => self.api(ns),
+            Some(ns) => Api::<Decoded<TestWindow>>::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
         let list = bounded(api.list(&params))
             .await
             .map_err(|e| ApiError::from_kube(e, "listing windows"))?;
-        let mut items: Vec<WindowView> = list.items.iter().map(WindowView::from_window).collect();
+        let mut items: Vec<WindowView> = list
+            .items
+            .into_iter()
+            .filter_map(|w| match w.into_object() {
+                Ok(window) => Some(WindowView::from_window(&window)),
+                Err(refused) => {
+                    warn!(name = ?refused.metadata.name, namespace = ?refused.metadata.namespace,
+                        reason = %refused.reason, "a window that cannot be read is left out of a list");
+                    None
+                }
+            })
+            .collect();
         items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Ok(WindowList { items })
     }

@@ -64,8 +64,12 @@ pub struct TestWindowSpec {
     #[serde(deserialize_with = "super::duration::deserialize_ttl")]
     pub ttl: Duration,
 
-    /// Moment the window ends when it was renewed: overrides `openedAt + ttl` when later.
+    /// Moment the window ends when it was renewed: overrides `openedAt + ttl` when later. The
+    /// operator caps it at `openedAt + --max-ttl`; the API server refuses a time outside
+    /// 1970–2999, which no window can reach (a CRD rule cannot read `openedAt`, kept in the
+    /// status, or the current time, so the bound is fixed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= timestamp('1970-01-01T00:00:00Z') && self < timestamp('3000-01-01T00:00:00Z')").message("expiresAt must be a time from 1970 to 2999 (a window lasts at most its --max-ttl anyway)"))]
     pub expires_at: Option<Time>,
 
     /// Set by a close: the window releases its protection and keeps its report.

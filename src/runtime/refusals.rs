@@ -180,6 +180,23 @@ where
     })
 }
 
+/// The items of a list read one at a time ([`Decoded`]) that the operator can represent; the
+/// others are reported to `refusals` as read by `cache` and left out.
+pub fn readable_items<K: Resource>(
+    cache: &'static str,
+    dt: &K::DynamicType,
+    refusals: &Refusals,
+    items: Vec<Decoded<K>>,
+) -> Vec<K> {
+    items
+        .into_iter()
+        .filter_map(|decoded| {
+            refusals.note(cache, dt, &decoded);
+            decoded.into_object().ok()
+        })
+        .collect()
+}
+
 /// One event of [`readable`]; `None` when nothing is left of it.
 fn readable_event<K: Stub>(
     cache: &'static str,

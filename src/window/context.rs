@@ -18,9 +18,11 @@ use super::apply::Writer;
 use super::plan::{WindowPlan, World, Write};
 use super::unseen::{self, Written};
 use super::{WindowArgs, WindowMetrics};
+use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
 use crate::runtime::events::{Events, Note};
+use crate::runtime::refusals::readable_items;
 use crate::runtime::{Pods, Runtime, Scope};
 
 /// Reflector stores of everything the planner reads.
@@ -110,33 +112,37 @@ impl Context {
                 })
                 .collect()
         }
-        let pods = Api::<PodDigest>::namespaced(client.clone(), ns)
+        // Read one object at a time: one a tenant stored out of range never fails a release.
+        let refusals = &self.runtime.ready.refusals;
+        let pods = Api::<Decoded<PodDigest>>::namespaced(client.clone(), ns)
             .list(&lp)
             .await?;
-        let nodes = Api::<Node>::all(client.clone()).list(&lp).await?;
-        let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
+        let pods = readable_items("pods", &(), refusals, pods.items);
+        let nodes = Api::<Decoded<Node>>::all(client.clone()).list(&lp).await?;
+        let nodes = readable_items("nodes", &(), refusals, nodes.items);
+        let pdbs = Api::<Decoded<PodDisruptionBudget>>::namespaced(client.clone(), ns)
             .list(&lp)
             .await?;
+        let pdbs = readable_items("poddisruptionbudgets", &(), refusals, pdbs.items);
         let node_claims = match &self.writer.node_claims {
-            Some(ar) => Some(
-                Api::<DynamicObject>::all_with(client.clone(), ar)
+            Some(ar) => {
+                let claims = Api::<Decoded<DynamicObject>>::all_with(client.clone(), ar)
                     .list(&lp)
-                    .await?
-                    .items,
-            ),
+                    .await?;
+                Some(readable_items("nodeclaims", ar, refusals, claims.items))
+            }
             None => None,
         };
         let mut world = self.world(ns);
         world.pods = pods
-            .items
             .into_iter()
             .map(|mut p| {
                 p.trim();
                 Arc::new(p)
             })
             .collect();
-        world.nodes = arcs(nodes.items, crate::k8s::trim::node);
-        world.pdbs = arcs(pdbs.items, |_| {});
+        world.nodes = arcs(nodes, crate::k8s::trim::node);
+        world.pdbs = arcs(pdbs, |_| {});
         world.node_claims = node_claims.map(|c| arcs(c, |_| {}));
         Ok(world)
     }

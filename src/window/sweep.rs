@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 
 use super::context::Context;
 use super::plan::{Target, WindowFacts, Write};
+use crate::k8s::decoded::Decoded;
 use crate::k8s::fields::{holding_window_uids, window_uids};
 use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_manager};
 use crate::resources::{PodDigest, TestWindow};
@@ -177,13 +178,16 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
         .filter(|w| has_ended(w))
         .filter_map(|w| w.metadata.uid.clone())
         .collect();
-    let live: BTreeSet<String> = Api::<TestWindow>::all(ctx.runtime.client.clone())
-        .list_metadata(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|w| w.metadata.uid)
-        .collect();
+    // Read one at a time, and a window the operator cannot represent counts as live: its
+    // protection is never swept because of what a tenant stored in it.
+    let live: BTreeSet<String> =
+        Api::<Decoded<PartialObjectMeta<TestWindow>>>::all(ctx.runtime.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|w| w.meta().uid.clone())
+            .collect();
     let wanting: BTreeSet<String> = live.difference(&ended).cloned().collect();
 
     let mut leftovers = annotation_leftovers(Target::Pod, &pods, &live);
