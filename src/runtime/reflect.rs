@@ -74,6 +74,19 @@ impl<K> Cacheable for K where
 {
 }
 
+/// What a watch reads: an Api of one kind, read one object at a time ([`Decoded`]), and the
+/// kind's type information (`()` for a statically typed kind, whose Api converts into this).
+pub struct Source<K: Resource> {
+    pub api: Api<Decoded<K>>,
+    pub dt: K::DynamicType,
+}
+
+impl<K: Resource<DynamicType = ()>> From<Api<Decoded<K>>> for Source<K> {
+    fn from(api: Api<Decoded<K>>) -> Self {
+        Source { api, dt: () }
+    }
+}
+
 /// An Api reading `K` one object at a time ([`Decoded`]), over `scope`: one namespace, or every
 /// namespace.
 pub fn decoded<K>(client: &Client, scope: Option<&str>) -> Api<Decoded<K>>
@@ -97,7 +110,7 @@ where
 /// complete. A watch never goes silent, and no object can stop a cache for good.
 pub fn reflect<K>(
     name: &'static str,
-    api: Api<Decoded<K>>,
+    source: impl Into<Source<K>>,
     config: watcher::Config,
     trim: fn(&mut K),
     mut writer: reflector::store::Writer<K>,
@@ -105,13 +118,15 @@ pub fn reflect<K>(
     mut on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
 ) -> JoinHandle<()>
 where
-    K: Cacheable,
+    K: Resource + Stub + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
 {
+    let Source { api, dt } = source.into();
     tokio::spawn(async move {
         let mut deaths: u32 = 0;
         loop {
             let decoded = watcher(api.clone(), config.clone()).default_backoff();
-            let stream = readable(name, (), ready.clone(), decoded).modify(trim);
+            let stream = readable(name, dt.clone(), ready.clone(), decoded).modify(trim);
             let mut stream = std::pin::pin!(stream);
             let why = loop {
                 let event = match AssertUnwindSafe(stream.next()).catch_unwind().await {

@@ -8,7 +8,8 @@ use futures::{StreamExt, future};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
+use tokio::sync::mpsc::unbounded_channel;
 use tracing::{info, warn};
 
 use super::context::{Context, WindowStores};
@@ -18,9 +19,9 @@ use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
 use crate::k8s::trim;
 use crate::resources::TestWindow;
+use crate::runtime::caches::reflect;
 use crate::runtime::caches::{Caches, ChangeFeed};
 use crate::runtime::events::Events;
-use crate::runtime::refusals::readable;
 use crate::runtime::{Pods, Runtime, Scope};
 
 /// How many windows are reconciled at once. A reconcile mostly waits on the API server (its
@@ -54,24 +55,31 @@ pub async fn run(
         windows: windows.clone(),
         runtime: runtime.clone(),
     };
-    // Windows are read one at a time: one a tenant stored out of range is reported and left
-    // out, and the others are reconciled (crate::runtime::refusals).
-    let window_watch = watcher(
+    // Windows are read one at a time (one a tenant stored out of range is reported and left
+    // out: crate::runtime::refusals), by a watch supervised as every cache's is.
+    let (changed, changed_windows) = unbounded_channel();
+    let window_task = reflect(
+        "testwindows",
         runtime.api::<Decoded<TestWindow>>(),
         watcher::Config::default(),
-    )
-    .default_backoff();
-    let window_stream = readable("testwindows", (), runtime.ready.clone(), window_watch)
-        .reflect(windows_writer)
-        .inspect(move |event| {
-            if let Ok(event) = event {
-                pod_scopes.on(event);
+        |_| {},
+        windows_writer,
+        runtime.ready.clone(),
+        move |event| {
+            pod_scopes.on(&event);
+            match event {
+                watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
+                    // A closed receiver means the controller stopped (shutdown).
+                    let _ = changed.send(Ok(w));
+                }
+                watcher::Event::InitDone => {
+                    windows_listed.send_replace(true);
+                }
+                watcher::Event::Delete(_) | watcher::Event::Init => {}
             }
-            if matches!(event, Ok(watcher::Event::InitDone)) {
-                windows_listed.send_replace(true);
-            }
-        })
-        .applied_objects();
+        },
+    );
+    let window_stream = wakeups::receive(changed_windows);
 
     let (stateful_sets, sts_task) = crate::runtime::caches::read_only(
         "statefulsets",
@@ -80,13 +88,13 @@ pub async fn run(
         trim::stateful_set,
     );
     let claim_resource = wakeups::discover_node_claims(&client).await;
-    let (node_claims, claim_wakeups) = match &claim_resource {
+    let (node_claims, claim_wakeups, claims_task) = match &claim_resource {
         Some(ar) => {
-            let (store, stream) =
+            let (store, stream, task) =
                 wakeups::node_claims(&client, &runtime.ready, ar, &windows, &caches);
-            (Some(store), stream)
+            (Some(store), stream, Some(task))
         }
-        None => (None, futures::stream::pending().boxed()),
+        None => (None, futures::stream::pending().boxed(), None),
     };
     let stores = WindowStores {
         windows: windows.clone(),
@@ -140,6 +148,10 @@ pub async fn run(
         })
         .await;
     sts_task.abort();
+    window_task.abort();
+    if let Some(task) = claims_task {
+        task.abort();
+    }
     info!("window controller stopped");
     Ok(())
 }

@@ -10,10 +10,11 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::task::JoinHandle;
 use tracing::info;
 
 use super::changes::{self, Change, Changes};
@@ -21,7 +22,8 @@ use super::triggers::{PdbTriggers, windows_for, windows_of_pods};
 use crate::k8s::decoded::Decoded;
 use crate::k8s::fields::keep_own_entries;
 use crate::resources::{PodDigest, TestWindow};
-use crate::runtime::refusals::readable;
+use crate::runtime::caches::reflect;
+use crate::runtime::reflect::Source;
 use crate::runtime::{Caches, Pods, Readiness};
 
 /// A changed pod wakes the windows that select it or wrote to it when what they read of it
@@ -114,9 +116,10 @@ pub fn pdbs(
         .flat_map(futures::stream::iter)
 }
 
-/// Watches Karpenter's NodeClaims (`ar`) into a store; a claim whose node, annotation or
-/// candidacy changed (or that went) wakes the windows that wrote to it and those selecting a
-/// pod on its node; a change of one window's entry wakes that window.
+/// Watches Karpenter's NodeClaims (`ar`) into a store, one object at a time and supervised as
+/// every cache is ([`reflect`]); a claim whose node, annotation or candidacy changed (or that
+/// went) wakes the windows that wrote to it and those selecting a pod on its node; a change of
+/// one window's entry wakes that window. The task runs until aborted.
 pub fn node_claims(
     client: &Client,
     ready: &Arc<Readiness>,
@@ -126,25 +129,18 @@ pub fn node_claims(
 ) -> (
     Store<DynamicObject>,
     BoxStream<'static, ObjectRef<TestWindow>>,
+    JoinHandle<()>,
 ) {
     let writer = reflector::store::Writer::new(ar.clone());
     let store = writer.as_reader();
     let windows = windows.clone();
     let pods = caches.pods.clone();
     let claims = store.clone();
-    let ar = ar.clone();
+    let (wake, woken) = unbounded_channel();
     let mut seen = Changes::default();
-    let claims_watch = watcher(
-        Api::<Decoded<DynamicObject>>::all_with(client.clone(), &ar),
-        watcher::Config::default(),
-    )
-    .default_backoff();
-    let stream = readable("nodeclaims", ar.clone(), ready.clone(), claims_watch)
-        .modify(|c: &mut DynamicObject| keep_own_entries(&mut c.metadata))
-        .reflect(writer)
-        .touched_objects()
-        .filter_map(|r| future::ready(r.ok()))
-        .flat_map(move |claim: DynamicObject| {
+    let mut on_claim = {
+        let ar = ar.clone();
+        move |claim: DynamicObject| {
             let name = claim.name_any();
             let stored = |name: &str| claims.get(&ObjectRef::new_with(name, ar.clone())).is_some();
             let now = stored(&name).then(|| {
@@ -159,10 +155,30 @@ pub fn node_claims(
                 .pointer("/status/nodeName")
                 .and_then(|v| v.as_str())
                 .unwrap_or_default();
-            futures::stream::iter(on_node(&windows, &pods, node, change))
-        })
-        .boxed();
-    (store, stream)
+            for window in on_node(&windows, &pods, node, change) {
+                // A closed receiver means the controller stopped (shutdown).
+                let _ = wake.send(window);
+            }
+        }
+    };
+    let task = reflect(
+        "nodeclaims",
+        Source {
+            api: Api::<Decoded<DynamicObject>>::all_with(client.clone(), ar),
+            dt: ar.clone(),
+        },
+        watcher::Config::default(),
+        |c: &mut DynamicObject| keep_own_entries(&mut c.metadata),
+        writer,
+        ready.clone(),
+        move |event| match event {
+            watcher::Event::Apply(claim)
+            | watcher::Event::InitApply(claim)
+            | watcher::Event::Delete(claim) => on_claim(claim),
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        },
+    );
+    (store, receive(woken).boxed(), task)
 }
 
 /// Karpenter's NodeClaim resource, when the cluster serves it.
@@ -178,6 +194,8 @@ pub async fn discover_node_claims(client: &Client) -> Option<ApiResource> {
 }
 
 /// The items of a channel as a stream.
-fn receive<T>(mut rx: tokio::sync::mpsc::UnboundedReceiver<T>) -> impl futures::Stream<Item = T> {
+pub fn receive<T>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
