@@ -39,8 +39,8 @@ pub enum Decoded<K> {
         /// The values that were out of range, as sent (at most a few).
         clamped: Vec<String>,
     },
-    /// An object that cannot be represented: what identifies it, and why.
-    Refused(Refused),
+    /// An object that cannot be represented: what identifies it, and why (boxed: rare).
+    Refused(Box<Refused>),
 }
 
 /// An object that was not decoded: its identity (as far as it could be read) and the reason.
@@ -60,7 +60,7 @@ const MAX_CLAMPED_LISTED: usize = 4;
 
 impl<K> Decoded<K> {
     /// The object, when it could be decoded (clamped or not).
-    pub fn into_object(self) -> Result<K, Refused> {
+    pub fn into_object(self) -> Result<K, Box<Refused>> {
         match self {
             Decoded::Object(object) | Decoded::Clamped { object, .. } => Ok(object),
             Decoded::Refused(refused) => Err(refused),
@@ -76,10 +76,10 @@ impl<K: DeserializeOwned> Decoded<K> {
             Err(error) => error,
         };
         let refused = |reason: &dyn std::fmt::Display| {
-            Decoded::Refused(Refused {
+            Decoded::Refused(Box::new(Refused {
                 metadata: identity(text),
                 reason: reason.to_string().chars().take(MAX_REASON).collect(),
-            })
+            }))
         };
         let Ok(mut value) = serde_json::from_str::<Value>(text) else {
             return refused(&first);

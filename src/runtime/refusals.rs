@@ -24,7 +24,7 @@ use tracing::warn;
 
 use super::Readiness;
 use super::events::{Events, Note};
-use crate::k8s::decoded::{Decoded, Refused};
+use crate::k8s::decoded::Decoded;
 use crate::k8s::stub::Stub;
 
 /// Versions remembered as reported, at most; past that the memory is cleared (an Event may
@@ -108,12 +108,15 @@ impl Refusals {
                     clamped.join(", ")
                 ),
             ),
-            Decoded::Refused(Refused { metadata, reason }) => (
+            Decoded::Refused(refused) => (
                 "dropped",
                 "ObjectRefused",
                 "Refuse",
-                metadata,
-                format!("the operator cannot read this object and leaves it out: {reason}"),
+                &refused.metadata,
+                format!(
+                    "the operator cannot read this object and leaves it out: {}",
+                    refused.reason
+                ),
             ),
         };
         self.counted.get_or_create(&Labels { cache, outcome }).inc();
@@ -226,11 +229,12 @@ fn readable_event<K: Stub>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k8s::decoded::Refused;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn refused(name: &str) -> Decoded<Deployment> {
-        Decoded::Refused(Refused {
+        Decoded::Refused(Box::new(Refused {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("a".into()),
@@ -238,7 +242,7 @@ mod tests {
                 ..ObjectMeta::default()
             },
             reason: "number out of range".into(),
-        })
+        }))
     }
 
     fn named(name: &str) -> Deployment {
