@@ -54,6 +54,8 @@ async fn operator_trusting(ns: &str, issuer: &Issuer) -> Operator {
             format!("--namespaces={ns}"),
             format!("--oidc-issuer={}", issuer.url()),
             format!("--oidc-ca-file={}", issuer.ca_file().display()),
+            // The audience the cluster's own JWT authenticator also takes (support::authn).
+            format!("--token-audience={AUDIENCE}"),
         ],
     )
     .await
@@ -197,6 +199,39 @@ async fn until_trusted(op: &Operator, ns: &str, token: &str) {
         },
     )
     .await;
+}
+
+#[test]
+fn the_operator_refuses_to_trust_an_issuer_without_an_audience_of_its_own() {
+    let start = |extra: &[&str]| {
+        std::process::Command::new(support::operator::binary())
+            .args([
+                "operator",
+                "--api-addr=127.0.0.1:0",
+                "--admin-addr=127.0.0.1:0",
+            ])
+            .arg("--oidc-issuer=https://token.actions.githubusercontent.com")
+            .args(extra)
+            .env_remove("DISRUPTION_GUARD_TOKEN_AUDIENCE")
+            .env_remove("DISRUPTION_GUARD_CLUSTER_NAME")
+            // No cluster to reach: the flags are refused before anything connects.
+            .env("KUBECONFIG", "/nonexistent")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .expect("running the operator")
+    };
+    let out = start(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {stderr}");
+    assert!(
+        stderr.contains("--token-audience") && stderr.contains("--cluster-name"),
+        "the error names the flags: {stderr}"
+    );
+    // With an audience of its own it gets past the flags (and stops at the missing cluster).
+    let out = start(&["--cluster-name=ci-eu-1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("--token-audience"), "{stderr}");
+    assert!(stderr.contains("Kubernetes configuration"), "{stderr}");
 }
 
 #[tokio::test]
@@ -705,6 +740,7 @@ async fn the_cost_of_verifying_a_ci_token_on_an_open() {
                 format!("--namespaces={ns}"),
                 format!("--oidc-issuer={}", issuer.url()),
                 format!("--oidc-ca-file={}", issuer.ca_file().display()),
+                format!("--token-audience={AUDIENCE}"),
                 format!("--static-tokens-file={}", file.display()),
                 "--rate-limit=0".into(),
             ],
