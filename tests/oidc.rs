@@ -551,6 +551,92 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
     .await;
 }
 
+#[tokio::test]
+async fn a_trust_bounded_to_a_selector_renews_and_closes_only_the_windows_within_it() {
+    with_namespace(|client, ns| async move {
+        let issuer = Issuer::shared();
+        let op = operator_trusting(&ns, issuer).await;
+        let url = format!("{}/v1/namespaces/{ns}/windows", op.api);
+        let sub = Issuer::subject(&ns, "team-x");
+        let team_x = CITrustSpec {
+            bounds: Some(Bounds {
+                match_labels: BTreeMap::from([("app".to_string(), "x".to_string())]),
+                ..Default::default()
+            }),
+            ..spec(issuer, &sub, ALL)
+        };
+        trust(&client, &ns, "team-x", team_x).await;
+        let token = issuer.token(&ns, "team-x", AUDIENCE, TEN_MINUTES);
+        until_trusted(&op, &ns, &token).await;
+
+        // Two windows of others in the same namespace, opened by the namespace's owners: one of
+        // another team, one over every pod.
+        let windows = Api::<TestWindow>::namespaced(client.clone(), &ns);
+        for (name, selector) in [("team-y", json!({"matchLabels": {"app": "y"}})), ("all", json!({}))] {
+            let tw: TestWindow = serde_json::from_value(json!({
+                "apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow",
+                "metadata": {"name": name},
+                "spec": {"selector": selector, "ttl": "20m"},
+            }))
+            .unwrap();
+            windows.create(&PostParams::default(), &tw).await.unwrap();
+        }
+        let (status, body, _) = call(
+            "POST",
+            &url,
+            &token,
+            Some(json!({"name": "team-x", "selector": "app=x", "ttl": "10m"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+
+        for other in ["team-y", "all"] {
+            let before = windows.get(other).await.unwrap().spec;
+            let renew = call("POST", &format!("{url}/{other}/renew"), &token, None).await;
+            assert_problem(&renew, 403, "selector: ", &format!("renew {other}"));
+            let close = call("DELETE", &format!("{url}/{other}"), &token, None).await;
+            assert_problem(&close, 403, "selector: ", &format!("close {other}"));
+            for (what, got) in [("renew", &renew), ("close", &close)] {
+                // The caller is not told the trust's bound nor its name.
+                let detail = got.1["detail"].as_str().unwrap_or_default();
+                for secret in ["app=x", "team-x", "matchLabels: {"] {
+                    assert!(!detail.contains(secret), "{what} {other}: {detail}");
+                }
+            }
+            assert_eq!(
+                windows.get(other).await.unwrap().spec,
+                before,
+                "{other}: the refused renew and close changed nothing"
+            );
+        }
+        // The operator's log has the bound; the metric counts the refusals by field.
+        assert!(
+            op.log_text().contains("does not require app=x"),
+            "the log names the bound"
+        );
+        let metrics = op.metrics().await;
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l == "disruption_guard_api_ci_token_refusals_total{reason=\"selector\"} 4"),
+            "{}",
+            metrics
+                .lines()
+                .filter(|l| l.contains("ci_token_refusals"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+
+        // Its own window it renews and closes.
+        let (status, body, _) = call("POST", &format!("{url}/team-x/renew"), &token, None).await;
+        assert_eq!(status, StatusCode::OK, "renew its own: {body}");
+        let (status, body, _) = call("DELETE", &format!("{url}/team-x"), &token, None).await;
+        assert_eq!(status, StatusCode::OK, "close its own: {body}");
+        assert!(windows.get("team-x").await.unwrap().spec.closed);
+    })
+    .await;
+}
+
 /// An RSA key the issuer never published (PEM), made with openssl: an attacker's own key.
 fn attacker_key() -> jsonwebtoken::EncodingKey {
     let out = std::process::Command::new("openssl")
@@ -706,6 +792,28 @@ async fn the_issuer_rotates_its_signing_key_and_nothing_fails() {
             401,
             "could not be fetched",
             "an unknown key with the issuer down",
+        );
+        // Why the fetch failed (addresses, paths, TLS) goes to the log and a metric, not to
+        // the caller.
+        let detail = got.1["detail"].as_str().unwrap_or_default();
+        for internal in [".well-known", "error sending request", "connect", "jwks"] {
+            assert!(!detail.contains(internal), "{internal}: {detail}");
+        }
+        assert!(
+            op.log_text()
+                .contains("CI token refused: its issuer's keys could not be fetched"),
+            "the log says why"
+        );
+        let metrics = op.metrics().await;
+        assert!(
+            metrics.contains(
+                "disruption_guard_api_ci_token_refusals_total{reason=\"keys_unavailable\"}"
+            ),
+            "the refusal is counted"
+        );
+        assert!(
+            metrics.contains("disruption_guard_api_oidc_key_fetches_total{result=\"failed\"}"),
+            "the failed fetch is counted"
         );
         assert_eq!(windows_in(&client, &ns).await.len(), 2);
     })

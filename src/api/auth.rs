@@ -23,7 +23,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use subtle::ConstantTimeEq;
 
-use super::oidc::trust::Granted;
+use super::oidc::bounds::Granted;
 use super::oidc::{CiToken, Verifier};
 use super::static_tokens::StaticToken;
 pub use super::verb::Verb;

@@ -56,6 +56,7 @@ pub async fn serve(
             audience: audience.clone(),
             max_token_lifetime: args.oidc_max_token_lifetime,
             keys_max_age: args.oidc_keys_max_age,
+            metrics: metrics.clone(),
         };
         let (trusts, forbidden, tasks) =
             crate::runtime::caches::ci_trusts(&state.client, &state.ready, state.watch_scope());

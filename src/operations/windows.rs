@@ -192,9 +192,17 @@ impl Windows {
             .await
     }
 
-    /// Closes a window (sets `spec.closed`); closing a closed window changes nothing.
-    pub async fn close(&self, ns: &str, name: &str) -> Result<TestWindow, ApiError> {
+    /// Closes a window (sets `spec.closed`); closing a closed window changes nothing. `admit`
+    /// sees the stored window before anything is written, and may refuse the close (a CI
+    /// trust's bounds).
+    pub async fn close(
+        &self,
+        ns: &str,
+        name: &str,
+        admit: impl FnOnce(&TestWindow) -> Result<(), ApiError>,
+    ) -> Result<TestWindow, ApiError> {
         let tw = self.get(ns, name).await?;
+        admit(&tw)?;
         if tw.spec.closed {
             return Ok(tw);
         }

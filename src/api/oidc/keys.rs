@@ -12,12 +12,18 @@
 //! refused (401) with the reason, never a 500. The fetching itself (HTTPS, hosts, size) is
 //! [`super::fetch`]'s.
 //!
+//! Bounded in cost whatever the issuer publishes or a token says: a JWKS of more than
+//! [`MAX_JWKS_KEYS`] keys is refused whole (the previous keys kept), and a token is tried
+//! against at most [`MAX_TRIES`] keys (a token without `kid` otherwise against every key). A
+//! refusal because the keys cannot be fetched tells the caller only that (401); the fetch error
+//! goes to the log and `disruption_guard_api_oidc_key_fetches_total`.
+//!
 //! JWT and JWK work is done by `jsonwebtoken` 9.3: the last line of that crate built on
 //! `ring`, the crypto library the operator's TLS (rustls, kube, rcgen) already uses; versions
 //! 10 and later offer only `aws-lc-rs` (a C build) or the RustCrypto stack (`rsa`, whose
 //! timing advisory is open), either a second crypto library in the binary.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, PublicKeyUse};
@@ -28,6 +34,7 @@ use tracing::{info, warn};
 
 use super::fetch::Fetcher;
 use super::token::{Header, Refusal};
+use crate::api::ApiMetrics;
 
 /// How often the keys are fetched again even when nothing asks for it (more often when
 /// `--oidc-keys-max-age` is short: [`IssuerKeys::refresh_every`]).
@@ -38,6 +45,20 @@ pub const MIN_REFETCH: Duration = Duration::from_secs(5);
 /// ride out an issuer's outage of hours (GitHub's and GitLab's have been), short enough that a
 /// withdrawn key is not honoured for more than a day by an operator cut off from the issuer.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+/// Most keys one JWKS may hold; a larger one is refused whole and the previous keys are kept.
+/// Issuers publish a handful (GitHub Actions about 4, GitLab 2, a Kubernetes issuer one per
+/// key in rotation): 64 leaves ten times that for a rotation's overlap, while a 1 MiB document
+/// could otherwise make every refresh parse some 2,500 RSA keys, and every kid-less token try
+/// them all. A JWKS that grows past it is a misconfigured or hostile issuer, said in the log.
+pub const MAX_JWKS_KEYS: usize = 64;
+/// Most keys one token's signature is tried against. A token names its key (`kid`) with every
+/// issuer seen in practice, and then one key fits; without `kid` each key whose algorithm fits
+/// is a candidate, and each try is a full signature check an unauthenticated caller buys. Four
+/// covers an issuer's current key and those still in rotation (tried in the order the JWKS
+/// lists them, current first with the common issuers), and bounds a made-up token to four
+/// checks however many keys are published.
+pub const MAX_TRIES: usize = 4;
 
 /// One verification key.
 struct Key {
@@ -65,6 +86,8 @@ pub struct IssuerKeys {
     cached: RwLock<Cached>,
     /// Held while fetching: concurrent unknown key ids share one fetch.
     fetching: tokio::sync::Mutex<()>,
+    /// Where fetches and refusals are counted.
+    metrics: Option<Arc<ApiMetrics>>,
 }
 
 #[derive(Deserialize)]
@@ -85,18 +108,45 @@ pub fn is_fresh(fetched: Option<Instant>, now: Instant, max_age: Duration) -> bo
     fetched.is_some_and(|at| now.saturating_duration_since(at) < max_age)
 }
 
+/// Why a fetch of the keys failed: `result` is the metric's label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchFailed {
+    /// `failed` or `too_many_keys`.
+    pub result: &'static str,
+    /// What went wrong, for the log.
+    pub error: String,
+}
+
+impl From<String> for FetchFailed {
+    fn from(error: String) -> Self {
+        Self {
+            result: "failed",
+            error,
+        }
+    }
+}
+
 /// The keys of a JWKS document usable for signatures (kept: RSA, EC and OKP keys whose `use`
 /// is absent or `sig`; skipped, with their count: encryption keys, symmetric keys, and keys
-/// this crate cannot read).
-fn parse_jwks(doc: &Map<String, Value>) -> (Vec<Key>, usize) {
+/// this crate cannot read); refused, before any key is read, when it lists more than
+/// [`MAX_JWKS_KEYS`].
+fn parse_jwks(doc: &Map<String, Value>) -> Result<(Vec<Key>, usize), FetchFailed> {
     let mut keys = Vec::new();
     let mut skipped = 0;
-    let list = doc
-        .get("keys")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for value in list {
+    let list = match doc.get("keys").and_then(Value::as_array) {
+        Some(list) if list.len() > MAX_JWKS_KEYS => {
+            return Err(FetchFailed {
+                result: "too_many_keys",
+                error: format!(
+                    "the JWKS lists {} keys, more than the {MAX_JWKS_KEYS} accepted",
+                    list.len()
+                ),
+            });
+        }
+        Some(list) => list.as_slice(),
+        None => &[],
+    };
+    for value in list.iter().cloned() {
         let Ok(jwk) = serde_json::from_value::<Jwk>(value) else {
             skipped += 1;
             continue;
@@ -120,7 +170,17 @@ fn parse_jwks(doc: &Map<String, Value>) -> (Vec<Key>, usize) {
             _ => skipped += 1,
         }
     }
-    (keys, skipped)
+    Ok((keys, skipped))
+}
+
+/// The keys a token with `header` is tried against: those whose key id and algorithm fit (any
+/// key id when the token names none), at most [`MAX_TRIES`], in the JWKS's order.
+fn candidates<'a>(keys: &'a [Key], header: &Header) -> Vec<&'a Key> {
+    keys.iter()
+        .filter(|k| header.kid.is_none() || k.kid == header.kid)
+        .filter(|k| k.alg.is_none_or(|a| a == header.alg))
+        .take(MAX_TRIES)
+        .collect()
 }
 
 impl IssuerKeys {
@@ -132,6 +192,15 @@ impl IssuerKeys {
             max_age,
             cached: RwLock::new(Cached::default()),
             fetching: tokio::sync::Mutex::new(()),
+            metrics: None,
+        }
+    }
+
+    /// The same, counting its fetches and refusals in `metrics`.
+    pub fn counted(self, metrics: Arc<ApiMetrics>) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..self
         }
     }
 
@@ -148,29 +217,35 @@ impl IssuerKeys {
     }
 
     /// Discovery, then the JWKS it names.
-    async fn download(&self) -> Result<Vec<Key>, String> {
+    async fn download(&self) -> Result<Vec<Key>, FetchFailed> {
         let issuer = self.issuer();
         let url = format!("{issuer}/.well-known/openid-configuration");
-        let doc = self.fetcher.get_json(&url).await?;
+        let doc = self
+            .fetcher
+            .get_json(&url)
+            .await
+            .map_err(FetchFailed::from)?;
         let discovery: Discovery =
             serde_json::from_value(Value::Object(doc)).map_err(|e| format!("{url}: {e}"))?;
         // OpenID Connect Discovery 1.0 §4.3: the document must name the issuer it was
         // fetched for, or its keys are not that issuer's.
         if discovery.issuer.trim_end_matches('/') != issuer {
-            return Err(format!(
-                "{url} names issuer {:?}, not {issuer:?}",
-                discovery.issuer
-            ));
+            return Err(
+                format!("{url} names issuer {:?}, not {issuer:?}", discovery.issuer).into(),
+            );
         }
         // `get_json` refuses a jwks_uri off the issuer's hosts before any request.
         let jwks = self
             .fetcher
             .get_json(&discovery.jwks_uri)
             .await
-            .map_err(|e| format!("jwks_uri: {e}"))?;
-        let (keys, skipped) = parse_jwks(&jwks);
+            .map_err(|e| FetchFailed::from(format!("jwks_uri: {e}")))?;
+        let (keys, skipped) = parse_jwks(&jwks).map_err(|e| FetchFailed {
+            error: format!("{}: {}", discovery.jwks_uri, e.error),
+            ..e
+        })?;
         if keys.is_empty() {
-            return Err(format!("{}: no usable signing key", discovery.jwks_uri));
+            return Err(format!("{}: no usable signing key", discovery.jwks_uri).into());
         }
         info!(issuer, keys = keys.len(), skipped, "issuer keys fetched");
         Ok(keys)
@@ -188,6 +263,10 @@ impl IssuerKeys {
         let now = Instant::now();
         let mut cached = self.cached.write().expect("issuer keys lock");
         cached.attempted = Some(now);
+        self.count(match &result {
+            Ok(_) => "fetched",
+            Err(failed) => failed.result,
+        });
         match result {
             Ok(keys) => {
                 let count = keys.len();
@@ -196,12 +275,23 @@ impl IssuerKeys {
                 cached.error = None;
                 Ok(count)
             }
-            Err(error) => {
+            Err(FetchFailed { result, error }) => {
                 let fresh = is_fresh(cached.fetched, now, self.max_age);
-                warn!(issuer = self.issuer(), %error, kept = cached.keys.len(), fresh, "issuer keys not fetched; the cached ones verify until they are --oidc-keys-max-age old");
+                let kept = cached.keys.len();
+                if result == "too_many_keys" {
+                    warn!(issuer = self.issuer(), %error, max = MAX_JWKS_KEYS, kept, fresh, "issuer's JWKS refused: it lists more keys than accepted; the previous keys are kept, verifying until they are --oidc-keys-max-age old");
+                } else {
+                    warn!(issuer = self.issuer(), %error, kept, fresh, "issuer keys not fetched; the cached ones verify until they are --oidc-keys-max-age old");
+                }
                 cached.error = Some(error.clone());
                 Err(error)
             }
+        }
+    }
+
+    fn count(&self, result: &'static str) {
+        if let Some(metrics) = &self.metrics {
+            metrics.key_fetch(result);
         }
     }
 
@@ -235,25 +325,25 @@ impl IssuerKeys {
             let cached = self.cached.read().expect("issuer keys lock");
             let kid = header.kid.as_deref().unwrap_or("(none)");
             let issuer = self.issuer();
+            let Some(error) = &cached.error else {
+                return Err(Refusal(format!(
+                    "token: kid: key {kid:?} is not among the signing keys issuer {issuer:?} \
+                     publishes"
+                )));
+            };
+            // The caller learns that the keys are unavailable, not why: the fetch error names
+            // hosts, addresses and certificates of the operator's network.
             let stale = cached
                 .fetched
                 .filter(|&at| !is_fresh(Some(at), Instant::now(), self.max_age));
-            Err(Refusal(match (&cached.error, stale) {
-                (Some(error), Some(at)) => format!(
-                    "token: kid: the keys of issuer {issuer:?} were last fetched {}s ago, longer \
-                     than --oidc-keys-max-age ({}s) allows, and cannot be fetched now ({error})",
-                    at.elapsed().as_secs(),
-                    self.max_age.as_secs()
-                ),
-                (Some(error), None) => format!(
-                    "token: kid: key {kid:?} of issuer {issuer:?} is not known and the issuer's \
-                     keys could not be fetched ({error})"
-                ),
-                (None, _) => format!(
-                    "token: kid: key {kid:?} is not among the signing keys issuer {issuer:?} \
-                     publishes"
-                ),
-            }))
+            warn!(issuer, kid, %error, last_fetched_secs_ago = stale.map(|at| at.elapsed().as_secs()), "CI token refused: its issuer's keys could not be fetched");
+            if let Some(metrics) = &self.metrics {
+                metrics.ci_refusal("keys_unavailable");
+            }
+            Err(Refusal(format!(
+                "token: kid: key {kid:?} of issuer {issuer:?} cannot be verified now: the \
+                 issuer's keys could not be fetched; retry later"
+            )))
         })
     }
 
@@ -268,12 +358,7 @@ impl IssuerKeys {
         if !is_fresh(cached.fetched, Instant::now(), self.max_age) {
             return None;
         }
-        let candidates: Vec<&Key> = cached
-            .keys
-            .iter()
-            .filter(|k| header.kid.is_none() || k.kid == header.kid)
-            .filter(|k| k.alg.is_none_or(|a| a == header.alg))
-            .collect();
+        let candidates = candidates(&cached.keys, header);
         if candidates.is_empty() {
             return None;
         }
@@ -311,6 +396,59 @@ impl IssuerKeys {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const RSA_N: &str = "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw";
+
+    /// A JWKS of `n` RSA signing keys, each with `kid` `k<i>` or none.
+    fn jwks(n: usize, kids: bool) -> Map<String, Value> {
+        let keys: Vec<Value> = (0..n)
+            .map(|i| {
+                let mut k =
+                    json!({"kty": "RSA", "use": "sig", "alg": "RS256", "n": RSA_N, "e": "AQAB"});
+                if kids {
+                    k["kid"] = json!(format!("k{i}"));
+                }
+                k
+            })
+            .collect();
+        json!({ "keys": keys }).as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_jwks_over_the_bound_is_refused_whole() {
+        let (keys, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, true)).unwrap();
+        assert_eq!(keys.len(), MAX_JWKS_KEYS);
+        let err = parse_jwks(&jwks(MAX_JWKS_KEYS + 1, true)).err().unwrap();
+        assert_eq!(err.result, "too_many_keys");
+        assert!(
+            err.error.contains("65 keys") && err.error.contains("64"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_token_is_tried_against_a_few_keys_at_most() {
+        let header = |kid: Option<&str>| Header {
+            alg: Algorithm::RS256,
+            kid: kid.map(str::to_string),
+        };
+        let (without_kids, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, false)).unwrap();
+        assert_eq!(candidates(&without_kids, &header(None)).len(), MAX_TRIES);
+        let (with_kids, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, true)).unwrap();
+        assert_eq!(candidates(&with_kids, &header(None)).len(), MAX_TRIES);
+        let named = candidates(&with_kids, &header(Some("k40")));
+        assert_eq!(named.len(), 1);
+        assert_eq!(named[0].kid.as_deref(), Some("k40"));
+        assert!(candidates(&with_kids, &header(Some("nope"))).is_empty());
+        let es = Header {
+            alg: Algorithm::ES256,
+            kid: None,
+        };
+        assert!(
+            candidates(&with_kids, &es).is_empty(),
+            "the algorithm must fit"
+        );
+    }
 
     #[test]
     fn an_unknown_key_id_fetches_again_at_most_once_per_interval() {
@@ -353,7 +491,7 @@ mod tests {
             {"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"},
             {"kty": "weird", "kid": "x"},
         ]});
-        let (keys, skipped) = parse_jwks(doc.as_object().unwrap());
+        let (keys, skipped) = parse_jwks(doc.as_object().unwrap()).unwrap();
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].kid.as_deref(), Some("rsa"));
         assert_eq!(keys[0].alg, Some(Algorithm::RS256));
