@@ -414,6 +414,49 @@ mod tests {
         json!({ "keys": keys }).as_object().unwrap().clone()
     }
 
+    /// `cargo test --lib figures_a_kidless_token -- --ignored --nocapture`: what a made-up
+    /// token without `kid` costs against a JWKS of [`MAX_JWKS_KEYS`] RSA keys, tried as
+    /// `verify_cached` tries it (at most [`MAX_TRIES`] keys) and against every key.
+    #[test]
+    #[ignore = "prints figures"]
+    fn figures_a_kidless_token_against_a_full_jwks() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let (keys, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, false)).unwrap();
+        let token = format!(
+            "{}.{}.{}",
+            b64.encode(r#"{"alg":"RS256"}"#),
+            b64.encode(r#"{"iss":"https://issuer.example","sub":"x"}"#),
+            b64.encode([7u8; 256])
+        );
+        let header = Header {
+            alg: Algorithm::RS256,
+            kid: None,
+        };
+        let validation = Validation::new(Algorithm::RS256);
+        let try_all = |keys: &[&Key]| {
+            for key in keys {
+                let _ = jsonwebtoken::decode::<Map<String, Value>>(&token, &key.key, &validation);
+            }
+        };
+        const TOKENS: u32 = 200;
+        for (what, tried) in [
+            ("capped", candidates(&keys, &header)),
+            ("every key", keys.iter().collect()),
+        ] {
+            let start = Instant::now();
+            for _ in 0..TOKENS {
+                try_all(&tried);
+            }
+            let each = start.elapsed() / TOKENS;
+            println!(
+                "a kid-less made-up token, {what}: {} keys tried, {} µs per token",
+                tried.len(),
+                each.as_micros()
+            );
+        }
+    }
+
     #[test]
     fn a_jwks_over_the_bound_is_refused_whole() {
         let (keys, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, true)).unwrap();
