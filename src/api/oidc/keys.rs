@@ -12,10 +12,9 @@
 //! refused (401) with the reason, never a 500. The fetching itself (HTTPS, hosts, size) is
 //! [`super::fetch`]'s.
 //!
-//! Bounded in cost whatever the issuer publishes or a token says: a JWKS of more than
-//! [`MAX_JWKS_KEYS`] keys is refused whole (the previous keys kept), and a token is tried
-//! against at most [`MAX_TRIES`] keys (a token without `kid` otherwise against every key). A
-//! refusal because the keys cannot be fetched tells the caller only that (401); the fetch error
+//! Bounded in cost whatever the issuer publishes or a token says ([`super::jwks`]): a JWKS of
+//! more than [`MAX_JWKS_KEYS`] keys is refused whole (the previous keys kept, [`record`]), and a
+//! token is tried against at most [`super::jwks::MAX_TRIES`] keys. A refusal because the keys cannot be fetched tells the caller only that (401); the fetch error
 //! goes to the log and `disruption_guard_api_oidc_key_fetches_total`.
 //!
 //! JWT and JWK work is done by `jsonwebtoken` 9.3: the last line of that crate built on
@@ -26,13 +25,13 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{Jwk, PublicKeyUse};
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::Validation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tracing::{info, warn};
 
 use super::fetch::Fetcher;
+use super::jwks::{FetchFailed, Key, MAX_JWKS_KEYS, candidates, parse_jwks};
 use super::token::{Header, Refusal};
 use crate::api::ApiMetrics;
 
@@ -45,27 +44,6 @@ pub const MIN_REFETCH: Duration = Duration::from_secs(5);
 /// ride out an issuer's outage of hours (GitHub's and GitLab's have been), short enough that a
 /// withdrawn key is not honoured for more than a day by an operator cut off from the issuer.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
-
-/// Most keys one JWKS may hold; a larger one is refused whole and the previous keys are kept.
-/// Issuers publish a handful (GitHub Actions about 4, GitLab 2, a Kubernetes issuer one per
-/// key in rotation): 64 leaves ten times that for a rotation's overlap, while a 1 MiB document
-/// could otherwise make every refresh parse some 2,500 RSA keys, and every kid-less token try
-/// them all. A JWKS that grows past it is a misconfigured or hostile issuer, said in the log.
-pub const MAX_JWKS_KEYS: usize = 64;
-/// Most keys one token's signature is tried against. A token names its key (`kid`) with every
-/// issuer seen in practice, and then one key fits; without `kid` each key whose algorithm fits
-/// is a candidate, and each try is a full signature check an unauthenticated caller buys. Four
-/// covers an issuer's current key and those still in rotation (tried in the order the JWKS
-/// lists them, current first with the common issuers), and bounds a made-up token to four
-/// checks however many keys are published.
-pub const MAX_TRIES: usize = 4;
-
-/// One verification key.
-struct Key {
-    kid: Option<String>,
-    alg: Option<Algorithm>,
-    key: DecodingKey,
-}
 
 #[derive(Default)]
 struct Cached {
@@ -96,6 +74,30 @@ struct Discovery {
     jwks_uri: String,
 }
 
+/// What a fetch's `result` at `now` does to `cached`: a success replaces every key (a withdrawn
+/// one stops verifying at once); a failure, a JWKS over the bound included, keeps the previous
+/// keys, as fresh as they were, and records why. Returns the count of keys, or the failure.
+fn record(
+    cached: &mut Cached,
+    result: Result<Vec<Key>, FetchFailed>,
+    now: Instant,
+) -> Result<usize, FetchFailed> {
+    cached.attempted = Some(now);
+    match result {
+        Ok(keys) => {
+            let count = keys.len();
+            cached.keys = keys;
+            cached.fetched = Some(now);
+            cached.error = None;
+            Ok(count)
+        }
+        Err(failed) => {
+            cached.error = Some(failed.error.clone());
+            Err(failed)
+        }
+    }
+}
+
 /// How long an unknown key id waits before it may cause a fetch (`None`: fetch now): pure,
 /// so it is unit-tested.
 pub fn refetch_wait(attempted: Option<Instant>, now: Instant) -> Option<Duration> {
@@ -106,81 +108,6 @@ pub fn refetch_wait(attempted: Option<Instant>, now: Instant) -> Option<Duration
 /// Whether keys last fetched at `fetched` may still verify at `now`: pure, so it is unit-tested.
 pub fn is_fresh(fetched: Option<Instant>, now: Instant, max_age: Duration) -> bool {
     fetched.is_some_and(|at| now.saturating_duration_since(at) < max_age)
-}
-
-/// Why a fetch of the keys failed: `result` is the metric's label.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchFailed {
-    /// `failed` or `too_many_keys`.
-    pub result: &'static str,
-    /// What went wrong, for the log.
-    pub error: String,
-}
-
-impl From<String> for FetchFailed {
-    fn from(error: String) -> Self {
-        Self {
-            result: "failed",
-            error,
-        }
-    }
-}
-
-/// The keys of a JWKS document usable for signatures (kept: RSA, EC and OKP keys whose `use`
-/// is absent or `sig`; skipped, with their count: encryption keys, symmetric keys, and keys
-/// this crate cannot read); refused, before any key is read, when it lists more than
-/// [`MAX_JWKS_KEYS`].
-fn parse_jwks(doc: &Map<String, Value>) -> Result<(Vec<Key>, usize), FetchFailed> {
-    let mut keys = Vec::new();
-    let mut skipped = 0;
-    let list = match doc.get("keys").and_then(Value::as_array) {
-        Some(list) if list.len() > MAX_JWKS_KEYS => {
-            return Err(FetchFailed {
-                result: "too_many_keys",
-                error: format!(
-                    "the JWKS lists {} keys, more than the {MAX_JWKS_KEYS} accepted",
-                    list.len()
-                ),
-            });
-        }
-        Some(list) => list.as_slice(),
-        None => &[],
-    };
-    for value in list.iter().cloned() {
-        let Ok(jwk) = serde_json::from_value::<Jwk>(value) else {
-            skipped += 1;
-            continue;
-        };
-        let usable = !matches!(
-            jwk.algorithm,
-            jsonwebtoken::jwk::AlgorithmParameters::OctetKey(_)
-        ) && matches!(
-            jwk.common.public_key_use,
-            None | Some(PublicKeyUse::Signature)
-        );
-        match DecodingKey::from_jwk(&jwk) {
-            Ok(key) if usable => keys.push(Key {
-                kid: jwk.common.key_id.clone(),
-                alg: jwk
-                    .common
-                    .key_algorithm
-                    .and_then(|a| a.to_string().parse::<Algorithm>().ok()),
-                key,
-            }),
-            _ => skipped += 1,
-        }
-    }
-    Ok((keys, skipped))
-}
-
-/// The keys a token with `header` is tried against: those whose key id and algorithm fit (any
-/// key id when the token names none), at most [`MAX_TRIES`], in the JWKS's order.
-fn candidates<'a>(keys: &'a [Key], header: &Header) -> Vec<&'a Key> {
-    keys.iter()
-        .filter(|k| header.kid.is_none() || k.kid == header.kid)
-        .filter(|k| k.alg.is_none_or(|a| a == header.alg))
-        .take(MAX_TRIES)
-        .collect()
 }
 
 impl IssuerKeys {
@@ -262,31 +189,20 @@ impl IssuerKeys {
         let result = self.download().await;
         let now = Instant::now();
         let mut cached = self.cached.write().expect("issuer keys lock");
-        cached.attempted = Some(now);
         self.count(match &result {
             Ok(_) => "fetched",
             Err(failed) => failed.result,
         });
-        match result {
-            Ok(keys) => {
-                let count = keys.len();
-                cached.keys = keys;
-                cached.fetched = Some(now);
-                cached.error = None;
-                Ok(count)
+        let kept = cached.keys.len();
+        let fresh = is_fresh(cached.fetched, now, self.max_age);
+        record(&mut cached, result, now).map_err(|FetchFailed { result, error }| {
+            if result == "too_many_keys" {
+                warn!(issuer = self.issuer(), %error, max = MAX_JWKS_KEYS, kept, fresh, "issuer's JWKS refused: it lists more keys than accepted; the previous keys are kept, verifying until they are --oidc-keys-max-age old");
+            } else {
+                warn!(issuer = self.issuer(), %error, kept, fresh, "issuer keys not fetched; the cached ones verify until they are --oidc-keys-max-age old");
             }
-            Err(FetchFailed { result, error }) => {
-                let fresh = is_fresh(cached.fetched, now, self.max_age);
-                let kept = cached.keys.len();
-                if result == "too_many_keys" {
-                    warn!(issuer = self.issuer(), %error, max = MAX_JWKS_KEYS, kept, fresh, "issuer's JWKS refused: it lists more keys than accepted; the previous keys are kept, verifying until they are --oidc-keys-max-age old");
-                } else {
-                    warn!(issuer = self.issuer(), %error, kept, fresh, "issuer keys not fetched; the cached ones verify until they are --oidc-keys-max-age old");
-                }
-                cached.error = Some(error.clone());
-                Err(error)
-            }
-        }
+            error
+        })
     }
 
     fn count(&self, result: &'static str) {
@@ -397,100 +313,35 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const RSA_N: &str = "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw";
-
-    /// A JWKS of `n` RSA signing keys, each with `kid` `k<i>` or none.
-    fn jwks(n: usize, kids: bool) -> Map<String, Value> {
-        let keys: Vec<Value> = (0..n)
-            .map(|i| {
-                let mut k =
-                    json!({"kty": "RSA", "use": "sig", "alg": "RS256", "n": RSA_N, "e": "AQAB"});
-                if kids {
-                    k["kid"] = json!(format!("k{i}"));
-                }
-                k
-            })
-            .collect();
-        json!({ "keys": keys }).as_object().unwrap().clone()
-    }
-
-    /// `cargo test --lib figures_a_kidless_token -- --ignored --nocapture`: what a made-up
-    /// token without `kid` costs against a JWKS of [`MAX_JWKS_KEYS`] RSA keys, tried as
-    /// `verify_cached` tries it (at most [`MAX_TRIES`] keys) and against every key.
     #[test]
-    #[ignore = "prints figures"]
-    fn figures_a_kidless_token_against_a_full_jwks() {
-        use base64::Engine as _;
-        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        let (keys, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, false)).unwrap();
-        let token = format!(
-            "{}.{}.{}",
-            b64.encode(r#"{"alg":"RS256"}"#),
-            b64.encode(r#"{"iss":"https://issuer.example","sub":"x"}"#),
-            b64.encode([7u8; 256])
+    fn a_jwks_over_the_bound_keeps_the_previous_keys_as_fresh_as_they_were() {
+        let doc = |n: usize| {
+            let key = json!({"kty": "RSA", "kid": "k", "n": crate::api::oidc::jwks::tests::RSA_N, "e": "AQAB"});
+            json!({"keys": vec![key; n]}).as_object().unwrap().clone()
+        };
+        let mut cached = Cached::default();
+        let first = Instant::now();
+        assert_eq!(
+            record(&mut cached, parse_jwks(&doc(2)).map(|(k, _)| k), first),
+            Ok(2)
         );
-        let header = Header {
-            alg: Algorithm::RS256,
-            kid: None,
-        };
-        let validation = Validation::new(Algorithm::RS256);
-        let try_all = |keys: &[&Key]| {
-            for key in keys {
-                let _ = jsonwebtoken::decode::<Map<String, Value>>(&token, &key.key, &validation);
-            }
-        };
-        const TOKENS: u32 = 200;
-        for (what, tried) in [
-            ("capped", candidates(&keys, &header)),
-            ("every key", keys.iter().collect()),
-        ] {
-            let start = Instant::now();
-            for _ in 0..TOKENS {
-                try_all(&tried);
-            }
-            let each = start.elapsed() / TOKENS;
-            println!(
-                "a kid-less made-up token, {what}: {} keys tried, {} µs per token",
-                tried.len(),
-                each.as_micros()
-            );
-        }
-    }
-
-    #[test]
-    fn a_jwks_over_the_bound_is_refused_whole() {
-        let (keys, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, true)).unwrap();
-        assert_eq!(keys.len(), MAX_JWKS_KEYS);
-        let err = parse_jwks(&jwks(MAX_JWKS_KEYS + 1, true)).err().unwrap();
+        let later = first + Duration::from_secs(600);
+        let refused = parse_jwks(&doc(MAX_JWKS_KEYS + 1)).map(|(k, _)| k);
+        let err = record(&mut cached, refused, later).unwrap_err();
         assert_eq!(err.result, "too_many_keys");
-        assert!(
-            err.error.contains("65 keys") && err.error.contains("64"),
-            "{err:?}"
+        assert_eq!(cached.keys.len(), 2, "the previous keys are kept");
+        assert_eq!(
+            cached.fetched,
+            Some(first),
+            "and are no fresher than they were"
         );
-    }
-
-    #[test]
-    fn a_token_is_tried_against_a_few_keys_at_most() {
-        let header = |kid: Option<&str>| Header {
-            alg: Algorithm::RS256,
-            kid: kid.map(str::to_string),
-        };
-        let (without_kids, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, false)).unwrap();
-        assert_eq!(candidates(&without_kids, &header(None)).len(), MAX_TRIES);
-        let (with_kids, _) = parse_jwks(&jwks(MAX_JWKS_KEYS, true)).unwrap();
-        assert_eq!(candidates(&with_kids, &header(None)).len(), MAX_TRIES);
-        let named = candidates(&with_kids, &header(Some("k40")));
-        assert_eq!(named.len(), 1);
-        assert_eq!(named[0].kid.as_deref(), Some("k40"));
-        assert!(candidates(&with_kids, &header(Some("nope"))).is_empty());
-        let es = Header {
-            alg: Algorithm::ES256,
-            kid: None,
-        };
-        assert!(
-            candidates(&with_kids, &es).is_empty(),
-            "the algorithm must fit"
+        assert_eq!(cached.attempted, Some(later));
+        assert!(cached.error.as_deref().unwrap().contains("65 keys"));
+        assert_eq!(
+            record(&mut cached, parse_jwks(&doc(1)).map(|(k, _)| k), later),
+            Ok(1)
         );
+        assert_eq!(cached.error, None);
     }
 
     #[test]
@@ -520,24 +371,5 @@ mod tests {
         ));
         assert!(!is_fresh(Some(fetched), fetched + day, day));
         assert!(!is_fresh(Some(fetched), fetched + day * 30, day));
-    }
-
-    #[test]
-    fn only_asymmetric_signing_keys_are_kept_from_a_jwks() {
-        let doc = json!({"keys": [
-            {"kty": "RSA", "kid": "rsa", "use": "sig", "alg": "RS256",
-             "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw",
-             "e": "AQAB"},
-            {"kty": "RSA", "kid": "enc", "use": "enc",
-             "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw",
-             "e": "AQAB"},
-            {"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"},
-            {"kty": "weird", "kid": "x"},
-        ]});
-        let (keys, skipped) = parse_jwks(doc.as_object().unwrap()).unwrap();
-        assert_eq!(keys.len(), 1);
-        assert_eq!(keys[0].kid.as_deref(), Some("rsa"));
-        assert_eq!(keys[0].alg, Some(Algorithm::RS256));
-        assert_eq!(skipped, 3);
     }
 }

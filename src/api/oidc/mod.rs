@@ -11,14 +11,16 @@
 //!   Kubernetes RBAC, unchanged.
 //!
 //! Files: [`token`] (header, claims, checks), [`issuers`] (each issuer's settings from the
-//! flags), [`fetch`] (HTTPS, hosts, size limit), [`keys`] (discovery, JWKS, cache), [`trust`]
-//! (CITrust matching), [`bounds`] (a trust's bounds on the windows it lets open, renew and
-//! close), [`refusals`] (a refusal's reasons, to the log and the
-//! trusts' Events), [`verifier`] (wires them to the CITrust cache).
+//! flags), [`fetch`] (HTTPS, hosts, size limit), [`keys`] (discovery, JWKS, cache), [`jwks`]
+//! (a JWKS's keys and a token's candidates, bounded), [`trust`] (CITrust matching), [`bounds`]
+//! (a trust's bounds on the windows it lets open, renew and close), [`refusals`] (a refusal's
+//! reasons, to the log and the trusts' Events), [`verifier`] (wires them to the CITrust
+//! cache).
 
 pub mod bounds;
 pub mod fetch;
 pub mod issuers;
+pub mod jwks;
 pub mod keys;
 pub mod refusals;
 pub mod token;
