@@ -467,6 +467,14 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
             );
         }
 
+        // A bound refusal names the field and the caller's own ttl, never the trust's name
+        // nor its bound.
+        let got = call("POST", &url, &good, Some(json!({"ttl": "1h"}))).await;
+        let detail = got.1["detail"].as_str().unwrap_or_default();
+        for secret in ["10m", "pipeline", "CITrust "] {
+            assert!(!detail.contains(secret), "{secret}: {detail}");
+        }
+
         // The caller learns only what its own token lacks; a near miss's reason is in a
         // Warning Event on that trust, for the namespace's owners.
         for (trust, why) in [
