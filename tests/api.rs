@@ -485,6 +485,81 @@ async fn an_idempotency_key_reused_with_another_request_is_a_422_naming_the_key(
 }
 
 #[tokio::test]
+async fn a_window_planted_under_an_idempotency_keys_name_with_protection_off_is_never_the_callers()
+{
+    with_namespace(|client, ns| async move {
+        use disruption_guard::operations::open::build_window;
+        use disruption_guard::operations::ttl::TtlLimits;
+        use disruption_guard::operations::types::{OpenRequest, SelectorInput};
+        let op = Operator::start(&ns, &[]).await;
+        let url = windows_url(&op, &ns);
+        let key = "ci-run-42";
+        let request = json!({"selector": "app=web", "ttl": "30m", "reason": "e2e"});
+        // Someone who may create windows in the namespace plants, under the name the key maps
+        // to, the window the request would open (its annotations copied, the digest included)
+        // but with every protection turned off.
+        let req = OpenRequest {
+            selector: Some(SelectorInput::Text("app=web".into())),
+            ttl: Some("30m".into()),
+            reason: Some("e2e".into()),
+            ..Default::default()
+        };
+        let limits = TtlLimits {
+            default: Duration::from_secs(1800),
+            max: Duration::from_secs(24 * 3600),
+        };
+        let mut planted = build_window(&ns, &req, Some(key), &limits).unwrap();
+        planted.metadata.finalizers = None;
+        let protect = &mut planted.spec.protect;
+        protect.pod_disruption_budgets = false;
+        protect.do_not_disrupt = false;
+        protect.nodes = false;
+        let windows = Api::<TestWindow>::namespaced(client.clone(), &ns);
+        let planted = windows
+            .create(&PostParams::default(), &planted)
+            .await
+            .unwrap();
+        let name = planted.metadata.name.clone().unwrap();
+
+        let resp = http()
+            .post(&url)
+            .header("Idempotency-Key", key)
+            .json(&request)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status().as_u16(),
+            422,
+            "the planted window was answered as the caller's"
+        );
+        let problem: Value = resp.json().await.unwrap();
+        assert_eq!(
+            problem["type"],
+            "https://disruption-guard.io/problems/idempotency-key-reused"
+        );
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains(key) && detail.contains(&name), "{detail}");
+        let after = windows_in(&client, &ns).await;
+        assert_eq!(after.len(), 1, "no second window");
+        assert!(!after[0].spec.protect.pod_disruption_budgets);
+
+        // The window as the request asks for it, opened under the key, is a retry.
+        let fresh = "ci-run-43";
+        let open = || {
+            http()
+                .post(&url)
+                .header("Idempotency-Key", fresh)
+                .json(&request)
+                .send()
+        };
+        assert_eq!(open().await.unwrap().status(), StatusCode::CREATED);
+        assert_eq!(open().await.unwrap().status(), StatusCode::OK);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_client_is_its_identity_or_behind_a_trusted_proxy_its_forwarded_address() {
     with_namespace(|_client, ns| async move {
         // Behind a trusted proxy (the test's loopback), X-Forwarded-For names the client.

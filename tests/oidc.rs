@@ -54,6 +54,8 @@ async fn operator_trusting(ns: &str, issuer: &Issuer) -> Operator {
             format!("--namespaces={ns}"),
             format!("--oidc-issuer={}", issuer.url()),
             format!("--oidc-ca-file={}", issuer.ca_file().display()),
+            // The audience the cluster's own JWT authenticator also takes (support::authn).
+            format!("--token-audience={AUDIENCE}"),
         ],
     )
     .await
@@ -197,6 +199,39 @@ async fn until_trusted(op: &Operator, ns: &str, token: &str) {
         },
     )
     .await;
+}
+
+#[test]
+fn the_operator_refuses_to_trust_an_issuer_without_an_audience_of_its_own() {
+    let start = |extra: &[&str]| {
+        std::process::Command::new(support::operator::binary())
+            .args([
+                "operator",
+                "--api-addr=127.0.0.1:0",
+                "--admin-addr=127.0.0.1:0",
+            ])
+            .arg("--oidc-issuer=https://token.actions.githubusercontent.com")
+            .args(extra)
+            .env_remove("DISRUPTION_GUARD_TOKEN_AUDIENCE")
+            .env_remove("DISRUPTION_GUARD_CLUSTER_NAME")
+            // No cluster to reach: the flags are refused before anything connects.
+            .env("KUBECONFIG", "/nonexistent")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .expect("running the operator")
+    };
+    let out = start(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {stderr}");
+    assert!(
+        stderr.contains("--token-audience") && stderr.contains("--cluster-name"),
+        "the error names the flags: {stderr}"
+    );
+    // With an audience of its own it gets past the flags (and stops at the missing cluster).
+    let out = start(&["--cluster-name=ci-eu-1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("--token-audience"), "{stderr}");
+    assert!(stderr.contains("Kubernetes configuration"), "{stderr}");
 }
 
 #[tokio::test]
@@ -432,6 +467,14 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
             );
         }
 
+        // A bound refusal names the field and the caller's own ttl, never the trust's name
+        // nor its bound.
+        let got = call("POST", &url, &good, Some(json!({"ttl": "1h"}))).await;
+        let detail = got.1["detail"].as_str().unwrap_or_default();
+        for secret in ["10m", "pipeline", "CITrust "] {
+            assert!(!detail.contains(secret), "{secret}: {detail}");
+        }
+
         // The caller learns only what its own token lacks; a near miss's reason is in a
         // Warning Event on that trust, for the namespace's owners.
         for (trust, why) in [
@@ -512,6 +555,92 @@ async fn every_refused_ci_token_is_a_problem_naming_its_reason_and_writes_nothin
             after.iter().map(|w| &w.spec).collect::<Vec<_>>(),
             "the refused renew changed nothing"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_trust_bounded_to_a_selector_renews_and_closes_only_the_windows_within_it() {
+    with_namespace(|client, ns| async move {
+        let issuer = Issuer::shared();
+        let op = operator_trusting(&ns, issuer).await;
+        let url = format!("{}/v1/namespaces/{ns}/windows", op.api);
+        let sub = Issuer::subject(&ns, "team-x");
+        let team_x = CITrustSpec {
+            bounds: Some(Bounds {
+                match_labels: BTreeMap::from([("app".to_string(), "x".to_string())]),
+                ..Default::default()
+            }),
+            ..spec(issuer, &sub, ALL)
+        };
+        trust(&client, &ns, "team-x", team_x).await;
+        let token = issuer.token(&ns, "team-x", AUDIENCE, TEN_MINUTES);
+        until_trusted(&op, &ns, &token).await;
+
+        // Two windows of others in the same namespace, opened by the namespace's owners: one of
+        // another team, one over every pod.
+        let windows = Api::<TestWindow>::namespaced(client.clone(), &ns);
+        for (name, selector) in [("team-y", json!({"matchLabels": {"app": "y"}})), ("all", json!({}))] {
+            let tw: TestWindow = serde_json::from_value(json!({
+                "apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow",
+                "metadata": {"name": name},
+                "spec": {"selector": selector, "ttl": "20m"},
+            }))
+            .unwrap();
+            windows.create(&PostParams::default(), &tw).await.unwrap();
+        }
+        let (status, body, _) = call(
+            "POST",
+            &url,
+            &token,
+            Some(json!({"name": "team-x", "selector": "app=x", "ttl": "10m"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+
+        for other in ["team-y", "all"] {
+            let before = windows.get(other).await.unwrap().spec;
+            let renew = call("POST", &format!("{url}/{other}/renew"), &token, None).await;
+            assert_problem(&renew, 403, "selector: ", &format!("renew {other}"));
+            let close = call("DELETE", &format!("{url}/{other}"), &token, None).await;
+            assert_problem(&close, 403, "selector: ", &format!("close {other}"));
+            for (what, got) in [("renew", &renew), ("close", &close)] {
+                // The caller is not told the trust's bound nor its name.
+                let detail = got.1["detail"].as_str().unwrap_or_default();
+                for secret in ["app=x", "team-x", "matchLabels: {"] {
+                    assert!(!detail.contains(secret), "{what} {other}: {detail}");
+                }
+            }
+            assert_eq!(
+                windows.get(other).await.unwrap().spec,
+                before,
+                "{other}: the refused renew and close changed nothing"
+            );
+        }
+        // The operator's log has the bound; the metric counts the refusals by field.
+        assert!(
+            op.log_text().contains("does not require app=x"),
+            "the log names the bound"
+        );
+        let metrics = op.metrics().await;
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l == "disruption_guard_api_ci_token_refusals_total{reason=\"selector\"} 4"),
+            "{}",
+            metrics
+                .lines()
+                .filter(|l| l.contains("ci_token_refusals"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+
+        // Its own window it renews and closes.
+        let (status, body, _) = call("POST", &format!("{url}/team-x/renew"), &token, None).await;
+        assert_eq!(status, StatusCode::OK, "renew its own: {body}");
+        let (status, body, _) = call("DELETE", &format!("{url}/team-x"), &token, None).await;
+        assert_eq!(status, StatusCode::OK, "close its own: {body}");
+        assert!(windows.get("team-x").await.unwrap().spec.closed);
     })
     .await;
 }
@@ -672,6 +801,28 @@ async fn the_issuer_rotates_its_signing_key_and_nothing_fails() {
             "could not be fetched",
             "an unknown key with the issuer down",
         );
+        // Why the fetch failed (addresses, paths, TLS) goes to the log and a metric, not to
+        // the caller.
+        let detail = got.1["detail"].as_str().unwrap_or_default();
+        for internal in [".well-known", "error sending request", "connect", "jwks"] {
+            assert!(!detail.contains(internal), "{internal}: {detail}");
+        }
+        assert!(
+            op.log_text()
+                .contains("CI token refused: its issuer's keys could not be fetched"),
+            "the log says why"
+        );
+        let metrics = op.metrics().await;
+        assert!(
+            metrics.contains(
+                "disruption_guard_api_ci_token_refusals_total{reason=\"keys_unavailable\"}"
+            ),
+            "the refusal is counted"
+        );
+        assert!(
+            metrics.contains("disruption_guard_api_oidc_key_fetches_total{result=\"failed\"}"),
+            "the failed fetch is counted"
+        );
         assert_eq!(windows_in(&client, &ns).await.len(), 2);
     })
     .await;
@@ -705,6 +856,7 @@ async fn the_cost_of_verifying_a_ci_token_on_an_open() {
                 format!("--namespaces={ns}"),
                 format!("--oidc-issuer={}", issuer.url()),
                 format!("--oidc-ca-file={}", issuer.ca_file().display()),
+                format!("--token-audience={AUDIENCE}"),
                 format!("--static-tokens-file={}", file.display()),
                 "--rate-limit=0".into(),
             ],

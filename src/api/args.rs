@@ -5,7 +5,9 @@ use clap::Args;
 
 use super::{oidc, ratelimit, static_tokens};
 
-/// `--token-audience` when none is given: the same for every install.
+/// `--token-audience` when none is given and no OIDC issuer is trusted: the same for every
+/// install, which is harmless for ServiceAccount tokens (another cluster's are not valid here)
+/// but not for CI id-tokens, so [`ApiArgs::audience`] refuses it with `--oidc-issuer`.
 pub const DEFAULT_TOKEN_AUDIENCE: &str = "disruption-guard";
 
 /// Flags of the HTTP API.
@@ -21,13 +23,15 @@ pub struct ApiArgs {
 
     /// Audience ServiceAccount tokens and CI id-tokens must carry to be accepted by the API.
     /// Give each install its own (e.g. `disruption-guard:<cluster>`): a token minted for one
-    /// install's audience is then worthless at every other.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_TOKEN_AUDIENCE",
-        default_value = DEFAULT_TOKEN_AUDIENCE
-    )]
-    pub token_audience: String,
+    /// install's audience is then worthless at every other. Default: `disruption-guard:` and
+    /// `--cluster-name`; with neither, `disruption-guard`, which is refused with `--oidc-issuer`.
+    #[arg(long, env = "DISRUPTION_GUARD_TOKEN_AUDIENCE")]
+    pub token_audience: Option<String>,
+
+    /// This cluster's name, different for every cluster CI reaches (e.g. `ci-eu-1`): the
+    /// token audience is then `disruption-guard:<name>` unless `--token-audience` names one.
+    #[arg(long, env = "DISRUPTION_GUARD_CLUSTER_NAME")]
+    pub cluster_name: Option<String>,
 
     /// Serve the API without authentication. For local runs only.
     #[arg(long, env = "DISRUPTION_GUARD_INSECURE_NO_AUTH")]
@@ -133,6 +137,89 @@ pub struct ApiArgs {
     pub max_waits_per_identity: u32,
 }
 
+impl ApiArgs {
+    /// The audience tokens must carry: `--token-audience`, else `disruption-guard:` and
+    /// `--cluster-name`, else [`DEFAULT_TOKEN_AUDIENCE`]; refused (naming the flags) when an
+    /// OIDC issuer is trusted with neither flag, since a CI id-token minted for one install's
+    /// guard would then be accepted by every install that trusts the same subject.
+    pub fn audience(&self) -> Result<String, String> {
+        fn given(v: &Option<String>) -> Option<&str> {
+            v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+        }
+        if let Some(audience) = given(&self.token_audience) {
+            return Ok(audience.to_string());
+        }
+        if let Some(cluster) = given(&self.cluster_name) {
+            return Ok(format!("{DEFAULT_TOKEN_AUDIENCE}:{cluster}"));
+        }
+        if !self.oidc_issuers.is_empty() && !self.insecure_no_auth {
+            return Err(format!(
+                "--oidc-issuer needs a token audience of this install's own: set \
+                 --token-audience (e.g. {DEFAULT_TOKEN_AUDIENCE}:<cluster>) or --cluster-name \
+                 (the audience becomes {DEFAULT_TOKEN_AUDIENCE}:<name>); with the shared default \
+                 {DEFAULT_TOKEN_AUDIENCE:?} a CI id-token minted for another install's guard \
+                 would be accepted here"
+            ));
+        }
+        Ok(DEFAULT_TOKEN_AUDIENCE.to_string())
+    }
+}
+
 fn parse_issuer_flag(text: &str) -> Result<String, String> {
     oidc::normalize_issuer(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        api: ApiArgs,
+    }
+
+    fn audience(args: &[&str]) -> Result<String, String> {
+        let mut all = vec!["test"];
+        all.extend(args);
+        Cli::try_parse_from(all).unwrap().api.audience()
+    }
+
+    #[test]
+    fn an_oidc_issuer_without_an_audience_of_its_own_is_refused_naming_the_flags() {
+        let issuer = "--oidc-issuer=https://token.actions.githubusercontent.com";
+        let err = audience(&[issuer]).unwrap_err();
+        assert!(
+            err.contains("--token-audience") && err.contains("--cluster-name"),
+            "{err}"
+        );
+        assert_eq!(
+            audience(&[issuer, "--cluster-name=ci-eu-1"]).unwrap(),
+            "disruption-guard:ci-eu-1"
+        );
+        assert_eq!(
+            audience(&[
+                issuer,
+                "--token-audience=guard.example.com",
+                "--cluster-name=x"
+            ])
+            .unwrap(),
+            "guard.example.com"
+        );
+        assert!(audience(&[issuer, "--token-audience= "]).is_err());
+    }
+
+    #[test]
+    fn without_oidc_issuers_the_default_audience_stays() {
+        assert_eq!(audience(&[]).unwrap(), DEFAULT_TOKEN_AUDIENCE);
+        assert_eq!(
+            audience(&["--insecure-no-auth"]).unwrap(),
+            DEFAULT_TOKEN_AUDIENCE
+        );
+        assert_eq!(
+            audience(&["--insecure-no-auth", "--oidc-issuer=https://gitlab.com"]).unwrap(),
+            DEFAULT_TOKEN_AUDIENCE
+        );
+    }
 }

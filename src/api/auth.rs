@@ -23,7 +23,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use subtle::ConstantTimeEq;
 
-use super::oidc::trust::Granted;
+use super::oidc::bounds::Granted;
 use super::oidc::{CiToken, Verifier};
 use super::static_tokens::StaticToken;
 pub use super::verb::Verb;
@@ -36,6 +36,11 @@ use crate::runtime::fresh_cache::FreshCache;
 /// How long an allowed (token, namespace, verb) stays cached.
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
 const CACHE_MAX: usize = 10_000;
+/// Most bytes each of the two caches holds, weighed by [`weigh`]: 10,000 entries of a
+/// typical token (ServiceAccount and CI tokens are about 1 KiB) fit, while a client sending
+/// tokens of hundreds of KiB (as long as the request's headers allow) pushes out entries
+/// instead of growing the process by gigabytes.
+pub const CACHE_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// (token, namespace, verb) of a cached positive answer.
 type CacheKey = (String, String, Verb);
@@ -135,8 +140,10 @@ impl Authenticator {
             disabled,
             static_tokens: RwLock::new(Vec::new()),
             oidc: OnceLock::new(),
-            cache: FreshCache::new(CACHE_MAX, CACHE_TTL),
-            reviewed: FreshCache::new(CACHE_MAX, CACHE_TTL),
+            cache: FreshCache::new(CACHE_MAX, CACHE_TTL)
+                .with_max_bytes(CACHE_MAX_BYTES, |(token, ns, _), who| weigh(token, ns, who)),
+            reviewed: FreshCache::new(CACHE_MAX, CACHE_TTL)
+                .with_max_bytes(CACHE_MAX_BYTES, |token, who| weigh(token, "", who)),
         }
     }
 
@@ -291,6 +298,14 @@ impl Authenticator {
     }
 }
 
+/// What a cached answer weighs: the token and namespace of its key, the identity's name, and a
+/// fixed part for the rest (the entry, its list links, the strings' headers). Identities in
+/// these caches carry no CI grant (a CI token is verified on every request, never cached).
+pub fn weigh(token: &str, ns: &str, who: &Identity) -> usize {
+    const ENTRY: usize = 160;
+    ENTRY + token.len() + ns.len() + who.name.len()
+}
+
 /// `namespace shop`, or `every namespace` for the empty namespace of a cluster-wide check.
 fn scope_text(ns: &str) -> String {
     if ns.is_empty() {
@@ -323,6 +338,20 @@ mod tests {
         ));
         headers.insert(header::AUTHORIZATION, "bearer t0k".parse().unwrap());
         assert_eq!(bearer(&headers).unwrap(), "t0k");
+    }
+
+    #[test]
+    fn a_cached_answer_weighs_at_least_its_token_and_name() {
+        let who = Identity::named("u".repeat(300));
+        let token = "t".repeat(200 * 1024);
+        assert!(weigh(&token, "shop", &who) >= token.len() + 300 + 4);
+        // A cache full of typical tokens fits in the budget.
+        let typical = weigh(
+            &"t".repeat(1024),
+            "shop",
+            &Identity::named("system:serviceaccount:ci:runner"),
+        );
+        assert!(typical * CACHE_MAX <= CACHE_MAX_BYTES, "{typical}");
     }
 
     #[test]

@@ -18,9 +18,10 @@ use utoipa::IntoParams;
 
 use super::ApiState;
 use super::auth::Verb;
-use super::oidc::{bound_open, bound_renew};
+use super::oidc::{bound_close, bound_open, bound_renew};
 use super::request::{
-    Authorized, Close, IDEMPOTENCY_KEY, List, Open, Read, Renew, WaitQuery, parse_body, wait_slot,
+    Authorized, Close, IDEMPOTENCY_KEY, List, Open, Read, Renew, WaitQuery, out_of_bounds,
+    parse_body, wait_slot,
 };
 use crate::operations::problem::{ApiError, Problem};
 use crate::operations::types::{OpenRequest, RenewRequest, WindowList, WindowView};
@@ -44,7 +45,7 @@ fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
         (status = 200, description = "Already opened with this idempotency key and this request", body = WindowView),
         (status = 400, description = "Malformed JSON or selector", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Not allowed in this namespace, or refused by its ResourceQuota", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in this namespace, or refused by its ResourceQuota; or, with a CI token, the ttl, selector or `protect.daemonSets` is outside the bounds of every CITrust granting it `open` (the detail names the field)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Name taken, or the namespace is being deleted, or (with `wait`) the window ended before its protection was in effect", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -73,7 +74,9 @@ pub async fn open(
             default,
             req.selector.as_ref(),
             req.protect.as_ref().is_some_and(|p| p.daemon_sets),
-        )? {
+        )
+        .map_err(|refused| out_of_bounds(&state, &ns, &who, "open", refused))?
+        {
             req.ttl = Some(ttl);
         }
     }
@@ -214,7 +217,7 @@ pub async fn get(
         (status = 200, description = "Renewed", body = WindowView),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in this namespace; or, with a CI token, the ttl or the window's stored selector or `protect.daemonSets` is outside the bounds of every CITrust granting it `renew` (the detail names the field)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The window has ended", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
@@ -238,7 +241,8 @@ pub async fn renew(
         .renew(&ns, &name, &req, jiff::Timestamp::now(), |window| {
             match &who.ci {
                 // The window's own selector is what the trust's bounds must admit.
-                Some(ci) => bound_renew(&ci.granted, req.ttl.as_deref(), default, window),
+                Some(ci) => bound_renew(&ci.granted, req.ttl.as_deref(), default, window)
+                    .map_err(|refused| out_of_bounds(&state, &ns, &who, "renew", refused)),
                 None => Ok(None),
             }
         })
@@ -254,7 +258,7 @@ pub async fn renew(
     responses(
         (status = 200, description = "Closed; `report` says whether anything was disrupted", body = WindowView),
         (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not allowed in this namespace; or, with a CI token, the window's selector is outside the bounds of every CITrust granting it `close`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; or, with `wait`, the identity already has `--max-waits-per-identity` waits in progress (type `…/too-many-waits`, nothing applied); `Retry-After` says when to retry", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
@@ -269,7 +273,15 @@ pub async fn close(
 ) -> Result<Response, ApiError> {
     let wait = query.timeout()?;
     let _slot = wait_slot(&state, &who, wait)?;
-    let tw = state.windows.close(&ns, &name).await?;
+    let tw = state
+        .windows
+        .close(&ns, &name, |window| match &who.ci {
+            // A trust bounded to a selector closes only the windows within it.
+            Some(ci) => bound_close(&ci.granted, window)
+                .map_err(|refused| out_of_bounds(&state, &ns, &who, "close", refused)),
+            None => Ok(()),
+        })
+        .await?;
     info!(namespace = %ns, window = %name, identity = %who.name, "window closed");
     let tw = match wait {
         Some(timeout) => {

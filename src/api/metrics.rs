@@ -36,6 +36,23 @@ pub struct ReloadLabels {
     pub result: &'static str,
 }
 
+/// Labels of one refusal of a CI token.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CiRefusalLabels {
+    /// Why, from a fixed vocabulary: `ttl`, `selector`, `protect.daemonSets` (a window
+    /// outside the bounds of every trust granting the token), `keys_unavailable` (its
+    /// issuer's keys could not be fetched).
+    pub reason: &'static str,
+}
+
+/// Labels of one fetch of an issuer's keys.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyFetchLabels {
+    /// `fetched`, `failed` (discovery or JWKS unreachable or malformed), `too_many_keys`
+    /// (a JWKS over the bound: refused, the previous keys kept).
+    pub result: &'static str,
+}
+
 /// Metric families of the HTTP API.
 #[derive(Debug, Clone)]
 pub struct ApiMetrics {
@@ -58,6 +75,10 @@ pub struct ApiMetrics {
     pub static_token_reloads: Family<ReloadLabels, Counter>,
     /// Static tokens accepted now.
     pub static_tokens: Gauge,
+    /// CI tokens refused for a reason the caller is not told in full, by reason.
+    pub ci_refusals: Family<CiRefusalLabels, Counter>,
+    /// Fetches of the trusted issuers' keys, by result.
+    pub key_fetches: Family<KeyFetchLabels, Counter>,
 }
 
 impl Default for ApiMetrics {
@@ -72,6 +93,8 @@ impl Default for ApiMetrics {
             waits_refused: Counter::default(),
             static_token_reloads: Family::default(),
             static_tokens: Gauge::default(),
+            ci_refusals: Family::default(),
+            key_fetches: Family::default(),
         }
     }
 }
@@ -124,6 +147,30 @@ impl ApiMetrics {
             "Static tokens the HTTP API accepts now",
             self.static_tokens.clone(),
         );
+        registry.register(
+            "api_ci_token_refusals",
+            "CI id-tokens refused for a reason the caller is told only in general (the log has the detail): ttl, selector or protect.daemonSets outside the bounds of every CITrust granting the token; keys_unavailable, the issuer's keys could not be fetched",
+            self.ci_refusals.clone(),
+        );
+        registry.register(
+            "api_oidc_key_fetches",
+            "Fetches of a trusted issuer's discovery document and JWKS by result: fetched; failed (the previous keys kept); too_many_keys (a JWKS over the bound, refused, the previous keys kept)",
+            self.key_fetches.clone(),
+        );
+    }
+
+    /// Counts one CI token refused for `reason`.
+    pub fn ci_refusal(&self, reason: &'static str) {
+        self.ci_refusals
+            .get_or_create(&CiRefusalLabels { reason })
+            .inc();
+    }
+
+    /// Counts one fetch of an issuer's keys by its result.
+    pub fn key_fetch(&self, result: &'static str) {
+        self.key_fetches
+            .get_or_create(&KeyFetchLabels { result })
+            .inc();
     }
 
     /// Counts one reload of the static tokens by its result.

@@ -12,10 +12,12 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use tracing::info;
 use utoipa::IntoParams;
 
 use super::ApiState;
 use super::auth::Identity;
+use super::oidc::bounds::OutOfBounds;
 use super::verb::Verb;
 use super::waits::WaitSlot;
 use crate::operations::problem::ApiError;
@@ -173,6 +175,21 @@ pub fn wait_slot(
             })
         }
     }
+}
+
+/// The 403 for a CI token's window outside the bounds of every trust granting it: the caller
+/// hears the field and its own request; the trust and its bound go to the log, and the
+/// refusal is counted by field.
+pub fn out_of_bounds(
+    state: &ApiState,
+    ns: &str,
+    who: &Identity,
+    doing: &str,
+    refused: OutOfBounds,
+) -> ApiError {
+    info!(namespace = %ns, identity = %who.name, doing, why = %refused.why, "CI token refused: outside its trusts' bounds");
+    state.metrics.ci_refusal(refused.field);
+    ApiError::Forbidden(refused.detail)
 }
 
 /// The namespace from the path: a valid name this operator serves (`--namespaces`).

@@ -22,13 +22,14 @@ pub async fn serve(
     metrics: Arc<ApiMetrics>,
 ) -> anyhow::Result<()> {
     let state = &runtime;
+    let audience = args.audience().map_err(anyhow::Error::msg)?;
     anyhow::ensure!(
         args.default_ttl <= max_ttl,
         "--default-ttl must not exceed --max-ttl"
     );
     let auth = Arc::new(auth::Authenticator::new(
         state.client.clone(),
-        args.token_audience.clone(),
+        audience.clone(),
         args.insecure_no_auth,
     ));
     if args.insecure_no_auth {
@@ -52,9 +53,10 @@ pub async fn serve(
         .map_err(anyhow::Error::msg)?;
         let settings = oidc::Settings {
             issuers,
-            audience: args.token_audience.clone(),
+            audience: audience.clone(),
             max_token_lifetime: args.oidc_max_token_lifetime,
             keys_max_age: args.oidc_keys_max_age,
+            metrics: metrics.clone(),
         };
         let (trusts, forbidden, tasks) =
             crate::runtime::caches::ci_trusts(&state.client, &state.ready, state.watch_scope());
@@ -70,15 +72,15 @@ pub async fn serve(
         )?);
         verifier.start_refresh(state.shutdown.clone());
         auth.set_oidc(verifier);
-        if args.token_audience == DEFAULT_TOKEN_AUDIENCE {
+        if audience == DEFAULT_TOKEN_AUDIENCE {
             warn!(
                 audience = DEFAULT_TOKEN_AUDIENCE,
-                "--token-audience is the default, the same for every install: an id-token minted \
-                 for another install's guard is accepted here too; give this install an audience \
-                 of its own (the chart: clusterName)"
+                "--token-audience names the shared default, the same for every install: an \
+                 id-token minted for another install's guard is accepted here too; give this \
+                 install an audience of its own (--cluster-name; the chart: clusterName)"
             );
         }
-        info!(issuers = ?args.oidc_issuers, audience = %args.token_audience, max_token_lifetime = ?args.oidc_max_token_lifetime, "CI id-tokens of these issuers are verified by the API");
+        info!(issuers = ?args.oidc_issuers, %audience, max_token_lifetime = ?args.oidc_max_token_lifetime, "CI id-tokens of these issuers are verified by the API");
         Some(tasks)
     };
     let source = match (&args.static_tokens_secret, &args.static_tokens_file) {

@@ -240,7 +240,9 @@ impl Backend {
                 h.send(h.client.delete(h.url(ns, &format!("/{name}"))))
                     .await
             }
-            Backend::Kube(w) => Ok(WindowView::from_window(&w.close(ns, name).await?)),
+            Backend::Kube(w) => Ok(WindowView::from_window(
+                &w.close(ns, name, |_| Ok(())).await?,
+            )),
         }
     }
 }

@@ -14,8 +14,10 @@ use crate::resources::{Protect, TestWindow, TestWindowSpec};
 
 /// Annotation holding the idempotency key a window was opened with.
 pub const IDEMPOTENCY_ANNOTATION: &str = "disruption-guard.io/idempotency-key";
-/// Annotation holding a digest of the request a window was opened with, beside its key: the
-/// key reused with another request is refused (422), as the IETF Idempotency-Key draft says.
+/// Annotation holding the digest ([`window_digest`]) of the window an open created, beside its
+/// key, for people reading the object: a retry is compared with what the existing window
+/// holds, not with this annotation. The key reused with another request is refused (422), as
+/// the IETF Idempotency-Key draft says.
 pub const REQUEST_DIGEST_ANNOTATION: &str = "disruption-guard.io/idempotency-request";
 /// Longest accepted idempotency key.
 pub const MAX_KEY_LEN: usize = 255;
@@ -62,22 +64,12 @@ pub fn build_window(
     };
     let mut labels = std::collections::BTreeMap::new();
     labels.insert(MANAGED_BY_KEY.to_string(), MANAGED_BY_VALUE.to_string());
-    let annotations = key.map(|k| {
-        std::collections::BTreeMap::from([
-            (IDEMPOTENCY_ANNOTATION.to_string(), k.to_string()),
-            (
-                REQUEST_DIGEST_ANNOTATION.to_string(),
-                request_digest(&selector, req),
-            ),
-        ])
-    });
-    Ok(TestWindow {
+    let mut tw = TestWindow {
         metadata: ObjectMeta {
             generate_name: name.is_none().then(|| "tw-".to_string()),
             name,
             namespace: Some(ns.to_string()),
             labels: Some(labels),
-            annotations,
             // Created with the controller's finalizer, its first reconcile protects at once
             // instead of first adding it (one write and one watch round trip fewer to Ready).
             finalizers: Some(vec![FINALIZER.to_string()]),
@@ -97,7 +89,14 @@ pub fn build_window(
             opened_by: None,
         },
         status: None,
-    })
+    };
+    if let Some(key) = key {
+        tw.metadata.annotations = Some(std::collections::BTreeMap::from([
+            (IDEMPOTENCY_ANNOTATION.to_string(), key.to_string()),
+            (REQUEST_DIGEST_ANNOTATION.to_string(), window_digest(&tw)),
+        ]));
+    }
+    Ok(tw)
 }
 
 /// FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
@@ -115,29 +114,36 @@ pub fn name_for_key(key: &str) -> String {
     format!("tw-{:016x}", fnv1a(key.as_bytes()))
 }
 
-/// A digest of what an open asks for, equal for every spelling of one request: the selector
-/// as parsed (its string or its object form), the ttl as a duration, no reason as an empty
-/// one; the idempotency key itself (header or body field) is left out. It tells a retry from
-/// another request made with the same key by mistake; it is no secret and no signature.
-pub fn request_digest(selector: &SelectorObject, req: &OpenRequest) -> String {
-    let ttl = req
-        .ttl
-        .as_deref()
-        .map(|t| match crate::resources::duration::parse(t) {
-            Ok(d) => d.as_nanos().to_string(),
-            Err(_) => t.to_string(),
-        });
-    let mut canonical = json!({
-        "selector": selector,
-        "ttl": ttl,
-        "reason": req.reason.as_deref().unwrap_or_default(),
-        "ci": req.ci,
-        "name": req.name,
+/// A digest of what a window is, as an open asks for it: its name, selector (its string and
+/// object forms alike), ttl (as a duration), reason, `ci` and every `protect` flag; the
+/// idempotency key itself, the opener and what a renew or close changes later are left out.
+/// It tells a retry from another request made with the same key by mistake; it is no secret
+/// and no signature.
+pub fn window_digest(tw: &TestWindow) -> String {
+    let spec = &tw.spec;
+    let canonical = json!({
+        "name": tw.metadata.name,
+        "selector": SelectorObject::from(&spec.selector),
+        "ttl": std::time::Duration::from(spec.ttl).as_nanos().to_string(),
+        "reason": spec.reason,
+        "ci": spec.ci,
+        "protect": spec.protect,
     });
-    // Only when asked for: the digest of every request without it stays what it was, so a
-    // retry of an open made before `protect` existed still matches its window.
-    if req.protect.as_ref().is_some_and(|p| p.daemon_sets) {
-        canonical["protect"] = json!({"daemonSets": true});
-    }
     format!("fnv1a64:{:016x}", fnv1a(canonical.to_string().as_bytes()))
+}
+
+/// Whether `existing`, found under the name an open with idempotency key `key` maps to, is the
+/// window that open asks for (`wanted`): opened with the same key, and the same window by
+/// [`window_digest`] of both specs. The digest is computed from what the existing object holds,
+/// never read from its annotation: whoever may create windows in the namespace could write the
+/// annotation beside a spec that protects nothing, and the caller would take that window for
+/// its own.
+pub fn is_retry_of(existing: &TestWindow, wanted: &TestWindow, key: &str) -> bool {
+    let existing_key = existing
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(IDEMPOTENCY_ANNOTATION));
+    existing_key.map(String::as_str) == Some(key)
+        && window_digest(existing) == window_digest(wanted)
 }

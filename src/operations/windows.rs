@@ -15,7 +15,7 @@ use serde_json::json;
 use tracing::warn;
 
 use super::deadline::bounded;
-use super::open::{IDEMPOTENCY_ANNOTATION, REQUEST_DIGEST_ANNOTATION, build_window};
+use super::open::{IDEMPOTENCY_ANNOTATION, build_window, is_retry_of};
 use super::problem::ApiError;
 use super::selector;
 use super::ttl::TtlLimits;
@@ -105,22 +105,13 @@ impl Windows {
                     .and_then(|a| a.get(IDEMPOTENCY_ANNOTATION));
                 match (key, existing_key) {
                     (Some(k), Some(e)) if k == e => {
-                        let digest = |w: &TestWindow| {
-                            w.metadata
-                                .annotations
-                                .as_ref()
-                                .and_then(|a| a.get(REQUEST_DIGEST_ANNOTATION))
-                                .cloned()
-                        };
-                        match digest(&existing) {
-                            // Windows opened before the digest was recorded are taken as is.
-                            Some(stored) if Some(&stored) != digest(&tw).as_ref() => {
-                                Err(ApiError::KeyReused {
-                                    key: k.to_string(),
-                                    window: name,
-                                })
-                            }
-                            _ => Ok((existing, false)),
+                        if is_retry_of(&existing, &tw, k) {
+                            Ok((existing, false))
+                        } else {
+                            Err(ApiError::KeyReused {
+                                key: k.to_string(),
+                                window: name,
+                            })
                         }
                     }
                     _ => Err(ApiError::Conflict(format!(
@@ -214,9 +205,17 @@ impl Windows {
             .await
     }
 
-    /// Closes a window (sets `spec.closed`); closing a closed window changes nothing.
-    pub async fn close(&self, ns: &str, name: &str) -> Result<TestWindow, ApiError> {
+    /// Closes a window (sets `spec.closed`); closing a closed window changes nothing. `admit`
+    /// sees the stored window before anything is written, and may refuse the close (a CI
+    /// trust's bounds).
+    pub async fn close(
+        &self,
+        ns: &str,
+        name: &str,
+        admit: impl FnOnce(&TestWindow) -> Result<(), ApiError>,
+    ) -> Result<TestWindow, ApiError> {
         let tw = self.get(ns, name).await?;
+        admit(&tw)?;
         if tw.spec.closed {
             return Ok(tw);
         }
@@ -347,7 +346,7 @@ enum Followed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operations::open::name_for_key;
+    use crate::operations::open::{REQUEST_DIGEST_ANNOTATION, name_for_key};
     use crate::operations::types::SelectorInput;
     use crate::resources::names::{FINALIZER, MANAGED_BY_KEY, MANAGED_BY_VALUE};
 
@@ -411,6 +410,35 @@ mod tests {
         }
         let without_key = build_window("shop", &text, None, &LIMITS).unwrap();
         assert!(without_key.metadata.annotations.is_none());
+    }
+
+    #[test]
+    fn a_window_under_the_key_is_a_retry_only_when_it_protects_as_asked() {
+        let req = OpenRequest {
+            selector: Some(SelectorInput::Text("app=web".into())),
+            ..Default::default()
+        };
+        let wanted = build_window("shop", &req, Some("k"), &LIMITS).unwrap();
+        assert!(is_retry_of(&wanted.clone(), &wanted, "k"));
+        assert!(!is_retry_of(&wanted, &wanted, "other key"));
+        type Flag = fn(&mut crate::resources::Protect);
+        let flags: [(&str, Flag); 5] = [
+            ("podDisruptionBudgets", |p| p.pod_disruption_budgets = false),
+            ("doNotDisrupt", |p| p.do_not_disrupt = false),
+            ("nodes", |p| p.nodes = false),
+            ("karpenterDuration", |p| p.karpenter_duration = true),
+            ("daemonSets", |p| p.daemon_sets = true),
+        ];
+        for (flag, change) in flags {
+            // Pre-created by someone else under the key's name, the annotations copied: the
+            // stored digest says "the same request", the spec protects otherwise.
+            let mut planted = wanted.clone();
+            change(&mut planted.spec.protect);
+            assert!(!is_retry_of(&planted, &wanted, "k"), "{flag}");
+        }
+        let mut other_selector = wanted.clone();
+        other_selector.spec.selector.match_labels = None;
+        assert!(!is_retry_of(&other_selector, &wanted, "k"));
     }
 
     #[test]

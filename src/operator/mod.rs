@@ -90,6 +90,8 @@ pub struct OperatorArgs {
 
 /// Runs the operator until SIGINT or SIGTERM.
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
+    // Flags that cannot work are refused before anything connects.
+    args.api.audience().map_err(anyhow::Error::msg)?;
     let config = kube::Config::infer()
         .await
         .context("reading the Kubernetes configuration (in-cluster or KUBECONFIG)")?;

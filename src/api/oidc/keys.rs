@@ -12,22 +12,28 @@
 //! refused (401) with the reason, never a 500. The fetching itself (HTTPS, hosts, size) is
 //! [`super::fetch`]'s.
 //!
+//! Bounded in cost whatever the issuer publishes or a token says ([`super::jwks`]): a JWKS of
+//! more than [`MAX_JWKS_KEYS`] keys is refused whole (the previous keys kept, [`record`]), and a
+//! token is tried against at most [`super::jwks::MAX_TRIES`] keys. A refusal because the keys cannot be fetched tells the caller only that (401); the fetch error
+//! goes to the log and `disruption_guard_api_oidc_key_fetches_total`.
+//!
 //! JWT and JWK work is done by `jsonwebtoken` 9.3: the last line of that crate built on
 //! `ring`, the crypto library the operator's TLS (rustls, kube, rcgen) already uses; versions
 //! 10 and later offer only `aws-lc-rs` (a C build) or the RustCrypto stack (`rsa`, whose
 //! timing advisory is open), either a second crypto library in the binary.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{Jwk, PublicKeyUse};
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::Validation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tracing::{info, warn};
 
 use super::fetch::Fetcher;
+use super::jwks::{FetchFailed, Key, MAX_JWKS_KEYS, candidates, parse_jwks};
 use super::token::{Header, Refusal};
+use crate::api::ApiMetrics;
 
 /// How often the keys are fetched again even when nothing asks for it (more often when
 /// `--oidc-keys-max-age` is short: [`IssuerKeys::refresh_every`]).
@@ -38,13 +44,6 @@ pub const MIN_REFETCH: Duration = Duration::from_secs(5);
 /// ride out an issuer's outage of hours (GitHub's and GitLab's have been), short enough that a
 /// withdrawn key is not honoured for more than a day by an operator cut off from the issuer.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
-
-/// One verification key.
-struct Key {
-    kid: Option<String>,
-    alg: Option<Algorithm>,
-    key: DecodingKey,
-}
 
 #[derive(Default)]
 struct Cached {
@@ -65,12 +64,38 @@ pub struct IssuerKeys {
     cached: RwLock<Cached>,
     /// Held while fetching: concurrent unknown key ids share one fetch.
     fetching: tokio::sync::Mutex<()>,
+    /// Where fetches and refusals are counted.
+    metrics: Option<Arc<ApiMetrics>>,
 }
 
 #[derive(Deserialize)]
 struct Discovery {
     issuer: String,
     jwks_uri: String,
+}
+
+/// What a fetch's `result` at `now` does to `cached`: a success replaces every key (a withdrawn
+/// one stops verifying at once); a failure, a JWKS over the bound included, keeps the previous
+/// keys, as fresh as they were, and records why. Returns the count of keys, or the failure.
+fn record(
+    cached: &mut Cached,
+    result: Result<Vec<Key>, FetchFailed>,
+    now: Instant,
+) -> Result<usize, FetchFailed> {
+    cached.attempted = Some(now);
+    match result {
+        Ok(keys) => {
+            let count = keys.len();
+            cached.keys = keys;
+            cached.fetched = Some(now);
+            cached.error = None;
+            Ok(count)
+        }
+        Err(failed) => {
+            cached.error = Some(failed.error.clone());
+            Err(failed)
+        }
+    }
 }
 
 /// How long an unknown key id waits before it may cause a fetch (`None`: fetch now): pure,
@@ -85,44 +110,6 @@ pub fn is_fresh(fetched: Option<Instant>, now: Instant, max_age: Duration) -> bo
     fetched.is_some_and(|at| now.saturating_duration_since(at) < max_age)
 }
 
-/// The keys of a JWKS document usable for signatures (kept: RSA, EC and OKP keys whose `use`
-/// is absent or `sig`; skipped, with their count: encryption keys, symmetric keys, and keys
-/// this crate cannot read).
-fn parse_jwks(doc: &Map<String, Value>) -> (Vec<Key>, usize) {
-    let mut keys = Vec::new();
-    let mut skipped = 0;
-    let list = doc
-        .get("keys")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for value in list {
-        let Ok(jwk) = serde_json::from_value::<Jwk>(value) else {
-            skipped += 1;
-            continue;
-        };
-        let usable = !matches!(
-            jwk.algorithm,
-            jsonwebtoken::jwk::AlgorithmParameters::OctetKey(_)
-        ) && matches!(
-            jwk.common.public_key_use,
-            None | Some(PublicKeyUse::Signature)
-        );
-        match DecodingKey::from_jwk(&jwk) {
-            Ok(key) if usable => keys.push(Key {
-                kid: jwk.common.key_id.clone(),
-                alg: jwk
-                    .common
-                    .key_algorithm
-                    .and_then(|a| a.to_string().parse::<Algorithm>().ok()),
-                key,
-            }),
-            _ => skipped += 1,
-        }
-    }
-    (keys, skipped)
-}
-
 impl IssuerKeys {
     /// The keys of the issuer `fetcher` fetches for, verifying for `max_age` after each
     /// successful fetch; nothing is fetched yet.
@@ -132,6 +119,15 @@ impl IssuerKeys {
             max_age,
             cached: RwLock::new(Cached::default()),
             fetching: tokio::sync::Mutex::new(()),
+            metrics: None,
+        }
+    }
+
+    /// The same, counting its fetches and refusals in `metrics`.
+    pub fn counted(self, metrics: Arc<ApiMetrics>) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..self
         }
     }
 
@@ -148,29 +144,35 @@ impl IssuerKeys {
     }
 
     /// Discovery, then the JWKS it names.
-    async fn download(&self) -> Result<Vec<Key>, String> {
+    async fn download(&self) -> Result<Vec<Key>, FetchFailed> {
         let issuer = self.issuer();
         let url = format!("{issuer}/.well-known/openid-configuration");
-        let doc = self.fetcher.get_json(&url).await?;
+        let doc = self
+            .fetcher
+            .get_json(&url)
+            .await
+            .map_err(FetchFailed::from)?;
         let discovery: Discovery =
             serde_json::from_value(Value::Object(doc)).map_err(|e| format!("{url}: {e}"))?;
         // OpenID Connect Discovery 1.0 §4.3: the document must name the issuer it was
         // fetched for, or its keys are not that issuer's.
         if discovery.issuer.trim_end_matches('/') != issuer {
-            return Err(format!(
-                "{url} names issuer {:?}, not {issuer:?}",
-                discovery.issuer
-            ));
+            return Err(
+                format!("{url} names issuer {:?}, not {issuer:?}", discovery.issuer).into(),
+            );
         }
         // `get_json` refuses a jwks_uri off the issuer's hosts before any request.
         let jwks = self
             .fetcher
             .get_json(&discovery.jwks_uri)
             .await
-            .map_err(|e| format!("jwks_uri: {e}"))?;
-        let (keys, skipped) = parse_jwks(&jwks);
+            .map_err(|e| FetchFailed::from(format!("jwks_uri: {e}")))?;
+        let (keys, skipped) = parse_jwks(&jwks).map_err(|e| FetchFailed {
+            error: format!("{}: {}", discovery.jwks_uri, e.error),
+            ..e
+        })?;
         if keys.is_empty() {
-            return Err(format!("{}: no usable signing key", discovery.jwks_uri));
+            return Err(format!("{}: no usable signing key", discovery.jwks_uri).into());
         }
         info!(issuer, keys = keys.len(), skipped, "issuer keys fetched");
         Ok(keys)
@@ -187,21 +189,25 @@ impl IssuerKeys {
         let result = self.download().await;
         let now = Instant::now();
         let mut cached = self.cached.write().expect("issuer keys lock");
-        cached.attempted = Some(now);
-        match result {
-            Ok(keys) => {
-                let count = keys.len();
-                cached.keys = keys;
-                cached.fetched = Some(now);
-                cached.error = None;
-                Ok(count)
+        self.count(match &result {
+            Ok(_) => "fetched",
+            Err(failed) => failed.result,
+        });
+        let kept = cached.keys.len();
+        let fresh = is_fresh(cached.fetched, now, self.max_age);
+        record(&mut cached, result, now).map_err(|FetchFailed { result, error }| {
+            if result == "too_many_keys" {
+                warn!(issuer = self.issuer(), %error, max = MAX_JWKS_KEYS, kept, fresh, "issuer's JWKS refused: it lists more keys than accepted; the previous keys are kept, verifying until they are --oidc-keys-max-age old");
+            } else {
+                warn!(issuer = self.issuer(), %error, kept, fresh, "issuer keys not fetched; the cached ones verify until they are --oidc-keys-max-age old");
             }
-            Err(error) => {
-                let fresh = is_fresh(cached.fetched, now, self.max_age);
-                warn!(issuer = self.issuer(), %error, kept = cached.keys.len(), fresh, "issuer keys not fetched; the cached ones verify until they are --oidc-keys-max-age old");
-                cached.error = Some(error.clone());
-                Err(error)
-            }
+            error
+        })
+    }
+
+    fn count(&self, result: &'static str) {
+        if let Some(metrics) = &self.metrics {
+            metrics.key_fetch(result);
         }
     }
 
@@ -235,25 +241,25 @@ impl IssuerKeys {
             let cached = self.cached.read().expect("issuer keys lock");
             let kid = header.kid.as_deref().unwrap_or("(none)");
             let issuer = self.issuer();
+            let Some(error) = &cached.error else {
+                return Err(Refusal(format!(
+                    "token: kid: key {kid:?} is not among the signing keys issuer {issuer:?} \
+                     publishes"
+                )));
+            };
+            // The caller learns that the keys are unavailable, not why: the fetch error names
+            // hosts, addresses and certificates of the operator's network.
             let stale = cached
                 .fetched
                 .filter(|&at| !is_fresh(Some(at), Instant::now(), self.max_age));
-            Err(Refusal(match (&cached.error, stale) {
-                (Some(error), Some(at)) => format!(
-                    "token: kid: the keys of issuer {issuer:?} were last fetched {}s ago, longer \
-                     than --oidc-keys-max-age ({}s) allows, and cannot be fetched now ({error})",
-                    at.elapsed().as_secs(),
-                    self.max_age.as_secs()
-                ),
-                (Some(error), None) => format!(
-                    "token: kid: key {kid:?} of issuer {issuer:?} is not known and the issuer's \
-                     keys could not be fetched ({error})"
-                ),
-                (None, _) => format!(
-                    "token: kid: key {kid:?} is not among the signing keys issuer {issuer:?} \
-                     publishes"
-                ),
-            }))
+            warn!(issuer, kid, %error, last_fetched_secs_ago = stale.map(|at| at.elapsed().as_secs()), "CI token refused: its issuer's keys could not be fetched");
+            if let Some(metrics) = &self.metrics {
+                metrics.ci_refusal("keys_unavailable");
+            }
+            Err(Refusal(format!(
+                "token: kid: key {kid:?} of issuer {issuer:?} cannot be verified now: the \
+                 issuer's keys could not be fetched; retry later"
+            )))
         })
     }
 
@@ -268,12 +274,7 @@ impl IssuerKeys {
         if !is_fresh(cached.fetched, Instant::now(), self.max_age) {
             return None;
         }
-        let candidates: Vec<&Key> = cached
-            .keys
-            .iter()
-            .filter(|k| header.kid.is_none() || k.kid == header.kid)
-            .filter(|k| k.alg.is_none_or(|a| a == header.alg))
-            .collect();
+        let candidates = candidates(&cached.keys, header);
         if candidates.is_empty() {
             return None;
         }
@@ -313,6 +314,37 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_jwks_over_the_bound_keeps_the_previous_keys_as_fresh_as_they_were() {
+        let doc = |n: usize| {
+            let key = json!({"kty": "RSA", "kid": "k", "n": crate::api::oidc::jwks::tests::RSA_N, "e": "AQAB"});
+            json!({"keys": vec![key; n]}).as_object().unwrap().clone()
+        };
+        let mut cached = Cached::default();
+        let first = Instant::now();
+        assert_eq!(
+            record(&mut cached, parse_jwks(&doc(2)).map(|(k, _)| k), first),
+            Ok(2)
+        );
+        let later = first + Duration::from_secs(600);
+        let refused = parse_jwks(&doc(MAX_JWKS_KEYS + 1)).map(|(k, _)| k);
+        let err = record(&mut cached, refused, later).unwrap_err();
+        assert_eq!(err.result, "too_many_keys");
+        assert_eq!(cached.keys.len(), 2, "the previous keys are kept");
+        assert_eq!(
+            cached.fetched,
+            Some(first),
+            "and are no fresher than they were"
+        );
+        assert_eq!(cached.attempted, Some(later));
+        assert!(cached.error.as_deref().unwrap().contains("65 keys"));
+        assert_eq!(
+            record(&mut cached, parse_jwks(&doc(1)).map(|(k, _)| k), later),
+            Ok(1)
+        );
+        assert_eq!(cached.error, None);
+    }
+
+    #[test]
     fn an_unknown_key_id_fetches_again_at_most_once_per_interval() {
         let now = Instant::now();
         assert_eq!(refetch_wait(None, now), None);
@@ -339,24 +371,5 @@ mod tests {
         ));
         assert!(!is_fresh(Some(fetched), fetched + day, day));
         assert!(!is_fresh(Some(fetched), fetched + day * 30, day));
-    }
-
-    #[test]
-    fn only_asymmetric_signing_keys_are_kept_from_a_jwks() {
-        let doc = json!({"keys": [
-            {"kty": "RSA", "kid": "rsa", "use": "sig", "alg": "RS256",
-             "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw",
-             "e": "AQAB"},
-            {"kty": "RSA", "kid": "enc", "use": "enc",
-             "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw",
-             "e": "AQAB"},
-            {"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"},
-            {"kty": "weird", "kid": "x"},
-        ]});
-        let (keys, skipped) = parse_jwks(doc.as_object().unwrap());
-        assert_eq!(keys.len(), 1);
-        assert_eq!(keys[0].kid.as_deref(), Some("rsa"));
-        assert_eq!(keys[0].alg, Some(Algorithm::RS256));
-        assert_eq!(skipped, 3);
     }
 }

@@ -11,12 +11,16 @@
 //!   Kubernetes RBAC, unchanged.
 //!
 //! Files: [`token`] (header, claims, checks), [`issuers`] (each issuer's settings from the
-//! flags), [`fetch`] (HTTPS, hosts, size limit), [`keys`] (discovery, JWKS, cache), [`trust`]
-//! (CITrust matching, bounds), [`refusals`] (a refusal's reasons, to the log and the
-//! trusts' Events), [`verifier`] (wires them to the CITrust cache).
+//! flags), [`fetch`] (HTTPS, hosts, size limit), [`keys`] (discovery, JWKS, cache), [`jwks`]
+//! (a JWKS's keys and a token's candidates, bounded), [`trust`] (CITrust matching), [`bounds`]
+//! (a trust's bounds on the windows it lets open, renew and close), [`refusals`] (a refusal's
+//! reasons, to the log and the trusts' Events), [`verifier`] (wires them to the CITrust
+//! cache).
 
+pub mod bounds;
 pub mod fetch;
 pub mod issuers;
+pub mod jwks;
 pub mod keys;
 pub mod refusals;
 pub mod token;
@@ -25,5 +29,6 @@ pub mod verifier;
 
 pub use issuers::normalize_issuer;
 pub use verifier::{
-    CiToken, Settings, TRUSTS_SYNC_WAIT, TrustCache, Verifier, bound_open, bound_renew, forbids,
+    CiToken, Settings, TRUSTS_SYNC_WAIT, TrustCache, Verifier, bound_close, bound_open,
+    bound_renew, forbids,
 };

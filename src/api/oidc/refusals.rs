@@ -9,6 +9,7 @@
 //! per [`EVENT_EVERY`] (one keyed limiter, whose keys are the trusts, written by the namespace's owners, never a
 //! token's claims); the note quotes at most 200 characters of the token's `sub`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -46,7 +47,7 @@ impl Refusals {
 
     /// Reports `refused`, a refusal of the token `claims` in namespace `ns`; `trusts` are the
     /// namespace's CITrusts (the ones it names get an Event).
-    pub fn report(&self, ns: &str, claims: &Claims, refused: &Refused, trusts: &[CITrust]) {
+    pub fn report(&self, ns: &str, claims: &Claims, refused: &Refused, trusts: &[Arc<CITrust>]) {
         info!(
             namespace = %ns,
             issuer = %claims.iss,

@@ -4,18 +4,18 @@
 //! A trust matches when its `issuer` equals the token's `iss`, its `subject` pattern matches
 //! `sub` ([`subject_matches`]) and every claim it names has exactly its value. Several may
 //! match; the request is allowed when any matching trust grants the verb and its bounds admit
-//! the window ([`admits`]).
+//! the window ([`super::bounds`]).
 //!
 //! A trust is written by whoever may edit its namespace, so matching costs what the subject's
 //! length costs, whatever the pattern ([`glob`] is linear), and a refusal tells the caller only
 //! what its own token lacks ([`Refused`]): each trust's reason goes to the operator's log and
 //! the trust's Events, never to the caller.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::borrow::Borrow;
 
 use kube::ResourceExt;
 
+use super::bounds::{Granted, Limits};
 use super::token::Claims;
 use crate::api::verb::Verb;
 use crate::resources::citrust::MAX_SUBJECT_STARS;
@@ -154,38 +154,6 @@ pub fn mismatch(trust: &CITrust, claims: &Claims) -> Option<String> {
     None
 }
 
-/// The bounds of a trust, read: what [`admits`] checks a window against.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Limits {
-    /// Longest ttl; `None`: the server's own limit only.
-    pub max_ttl: Option<Duration>,
-    /// Labels the window's selector must require.
-    pub match_labels: BTreeMap<String, String>,
-    /// Whether the window may protect DaemonSet pods.
-    pub daemon_sets: bool,
-}
-
-impl Limits {
-    /// The limits `trust` sets; why it grants nothing when its stored bounds cannot be read.
-    pub fn of(trust: &CITrust) -> Result<Limits, String> {
-        let bounds = trust.spec.bounds.clone().unwrap_or_default();
-        Ok(Limits {
-            max_ttl: bounds.max_ttl()?,
-            match_labels: bounds.match_labels,
-            daemon_sets: bounds.daemon_sets,
-        })
-    }
-}
-
-/// A trust that matched and grants the verb asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Granted {
-    /// `namespace/name` of the CITrust.
-    pub trust: String,
-    /// Its bounds.
-    pub limits: Limits,
-}
-
 /// Why a request with a verified id-token is refused. The caller is told only [`Self::detail`]:
 /// its own token's `iss` and `sub`, and what it asked; whether the namespace has trusts at all,
 /// their names, patterns and pinned claims stay with the operator ([`Self::trusts`], for the
@@ -204,8 +172,8 @@ pub struct Refused {
 
 /// The trusts of namespace `ns` that match `claims` and grant `verb`; a [`Refused`] when none
 /// does. `forbidden`: cluster admins forbade CI trust in the namespace.
-pub fn decide(
-    trusts: &[CITrust],
+pub fn decide<T: Borrow<CITrust>>(
+    trusts: &[T],
     ns: &str,
     forbidden: bool,
     claims: &Claims,
@@ -246,6 +214,7 @@ pub fn decide(
     let mut granted = Vec::new();
     for trust in trusts
         .iter()
+        .map(Borrow::borrow)
         .filter(|t| t.namespace().as_deref() == Some(ns) && t.spec.issuer == claims.iss)
     {
         let name = trust.name_any();
@@ -317,82 +286,12 @@ fn grants_text(grants: &[Grant]) -> String {
         .join(", ")
 }
 
-/// What the bounds look at in a window, asked for (an open) or stored (a renew).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Asked {
-    /// Its ttl.
-    pub ttl: Duration,
-    /// Its selector's `matchLabels`.
-    pub match_labels: BTreeMap<String, String>,
-    /// Whether it protects DaemonSet pods.
-    pub daemon_sets: bool,
-}
-
-/// Whether a window `asked` is within `limits`; the reason (naming the field) when not.
-pub fn admits(limits: &Limits, asked: &Asked) -> Result<(), String> {
-    if let Some(max) = limits.max_ttl
-        && asked.ttl > max
-    {
-        return Err(format!(
-            "ttl: {} is above the {} this CI trust allows",
-            crate::resources::duration::format(asked.ttl),
-            crate::resources::duration::format(max)
-        ));
-    }
-    for (key, value) in &limits.match_labels {
-        if asked.match_labels.get(key) != Some(value) {
-            return Err(format!(
-                "selector: must require {key}={value} (in matchLabels) under this CI trust"
-            ));
-        }
-    }
-    if asked.daemon_sets && !limits.daemon_sets {
-        return Err(
-            "protect.daemonSets: this CI trust does not let windows protect DaemonSet pods \
-             (bounds.daemonSets)"
-                .into(),
-        );
-    }
-    Ok(())
-}
-
-/// Whether any of `granted` admits the window; the first refusal, naming its trust, when
-/// none does.
-pub fn any_admits(granted: &[Granted], asked: &Asked) -> Result<(), String> {
-    let mut first = None;
-    for g in granted {
-        match admits(&g.limits, asked) {
-            Ok(()) => return Ok(()),
-            Err(why) => {
-                first.get_or_insert_with(|| format!("{why} (CITrust {})", g.trust));
-            }
-        }
-    }
-    match first {
-        Some(why) => Err(why),
-        None => Ok(()),
-    }
-}
-
-/// The longest ttl any of `granted` allows (`None`: unbounded): a window opened without a
-/// ttl gets the server's default capped by it.
-pub fn ttl_cap(granted: &[Granted]) -> Option<Duration> {
-    let mut cap = Some(Duration::ZERO);
-    for g in granted {
-        match (g.limits.max_ttl, cap) {
-            (None, _) => return None,
-            (Some(max), Some(c)) => cap = Some(c.max(max)),
-            (Some(_), None) => {}
-        }
-    }
-    cap.filter(|_| !granted.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::resources::CITrustSpec;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     const GH: &str = "https://token.actions.githubusercontent.com";
 
@@ -577,69 +476,6 @@ mod tests {
         assert!(decide(&trusts, "", false, &c, Verb::List).is_err());
     }
 
-    fn bounded(trust: &str, max: Option<&str>, labels: &[(&str, &str)]) -> Granted {
-        Granted {
-            trust: trust.into(),
-            limits: Limits {
-                max_ttl: max.map(|m| crate::resources::duration::parse(m).unwrap()),
-                match_labels: labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                daemon_sets: false,
-            },
-        }
-    }
-
-    fn asked(secs: u64, labels: &BTreeMap<String, String>) -> Asked {
-        Asked {
-            ttl: Duration::from_secs(secs),
-            match_labels: labels.clone(),
-            daemon_sets: false,
-        }
-    }
-
-    #[test]
-    fn a_ttl_above_the_bound_is_refused_naming_the_trust() {
-        let g = [bounded("shop/main", Some("1h"), &[])];
-        any_admits(&g, &asked(3600, &BTreeMap::new())).unwrap();
-        let err = any_admits(&g, &asked(3601, &BTreeMap::new())).unwrap_err();
-        assert!(
-            err.starts_with("ttl: ") && err.contains("shop/main"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn the_selector_bound_needs_its_labels_in_match_labels() {
-        let g = [bounded("shop/main", None, &[("tier", "backend")])];
-        let ok = BTreeMap::from([
-            ("tier".to_string(), "backend".to_string()),
-            ("app".to_string(), "api".to_string()),
-        ]);
-        any_admits(&g, &asked(60, &ok)).unwrap();
-        let err = any_admits(&g, &asked(60, &BTreeMap::new())).unwrap_err();
-        assert!(
-            err.starts_with("selector: must require tier=backend"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn any_granting_trust_whose_bounds_admit_is_enough() {
-        let g = [
-            bounded("shop/short", Some("10m"), &[]),
-            bounded("shop/long", Some("2h"), &[]),
-        ];
-        any_admits(&g, &asked(3600, &BTreeMap::new())).unwrap();
-        assert_eq!(ttl_cap(&g), Some(Duration::from_secs(7200)));
-        let g = [
-            bounded("shop/short", Some("10m"), &[]),
-            bounded("shop/free", None, &[]),
-        ];
-        assert_eq!(ttl_cap(&g), None);
-    }
-
     #[test]
     fn twenty_four_stars_against_a_long_subject_are_answered_at_once() {
         // Each `*` once tried every split: this pair never returned.
@@ -731,7 +567,7 @@ mod tests {
         );
         t.spec.claims = BTreeMap::from([("repository_owner_id".into(), "1234".into())]);
         let c = claims("repo:acme/shop:ref:refs/heads/dev", json!({}));
-        let no_trust = decide(&[], "shop", false, &c, Verb::Create).unwrap_err();
+        let no_trust = decide::<CITrust>(&[], "shop", false, &c, Verb::Create).unwrap_err();
         let mismatch =
             decide(std::slice::from_ref(&t), "shop", false, &c, Verb::Create).unwrap_err();
         let forbidden =
@@ -766,17 +602,5 @@ mod tests {
         );
         assert!(mismatch.trusts.is_empty(), "{mismatch:?}");
         assert!(forbidden.why.contains("ci-trust=false"));
-    }
-
-    #[test]
-    fn daemon_set_pods_need_the_trust_to_allow_them() {
-        let mut g = bounded("shop/main", None, &[]);
-        let mut ask = asked(60, &BTreeMap::new());
-        any_admits(std::slice::from_ref(&g), &ask).unwrap();
-        ask.daemon_sets = true;
-        let err = any_admits(std::slice::from_ref(&g), &ask).unwrap_err();
-        assert!(err.starts_with("protect.daemonSets: "), "{err}");
-        g.limits.daemon_sets = true;
-        any_admits(std::slice::from_ref(&g), &ask).unwrap();
     }
 }

@@ -1,7 +1,7 @@
 //! The verifier: a token of a trusted issuer checked against its keys and claims, then
 //! authorized by the namespace's CITrusts; the bounds a CI token's window must keep.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,13 +9,14 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio_util::sync::CancellationToken;
 
+use super::bounds::{self, Asked, Granted, OutOfBounds};
 use super::fetch::Fetcher;
 use super::issuers::IssuerConfig;
 use super::keys::IssuerKeys;
 use super::refusals::Refusals;
 use super::token::{Claims, Refusal};
-use super::trust::{Asked, Granted};
 use super::{token, trust};
+use crate::api::ApiMetrics;
 use crate::api::verb::Verb;
 use crate::operations::problem::ApiError;
 use crate::operations::types::SelectorInput;
@@ -98,6 +99,8 @@ pub struct Settings {
     pub max_token_lifetime: Duration,
     /// How long keys verify after the last successful fetch (`--oidc-keys-max-age`).
     pub keys_max_age: Duration,
+    /// Where key fetches and refusals are counted.
+    pub metrics: Arc<ApiMetrics>,
 }
 
 impl Verifier {
@@ -106,7 +109,8 @@ impl Verifier {
     pub fn new(settings: Settings, cache: TrustCache) -> anyhow::Result<Self> {
         let mut issuers = HashMap::new();
         for config in &settings.issuers {
-            let keys = IssuerKeys::new(Fetcher::new(config)?, settings.keys_max_age);
+            let keys = IssuerKeys::new(Fetcher::new(config)?, settings.keys_max_age)
+                .counted(settings.metrics.clone());
             issuers.insert(config.url.clone(), Arc::new(keys));
         }
         Ok(Self {
@@ -194,14 +198,7 @@ impl Verifier {
                         .and_then(|l| l.get(crate::resources::citrust::CI_TRUST_LABEL))
                         .is_some_and(|v| forbids(v))
                 });
-        let trusts: Vec<CITrust> = self
-            .cache
-            .trusts
-            .state()
-            .iter()
-            .filter(|t| kube::ResourceExt::namespace(t.as_ref()).as_deref() == Some(ns))
-            .map(|t| (**t).clone())
-            .collect();
+        let trusts = trusts_of(&self.cache.trusts, ns);
         trust::decide(&trusts, ns, forbidden, &ci.claims, verb).map_err(|refused| {
             self.cache
                 .refusals
@@ -211,17 +208,25 @@ impl Verifier {
     }
 }
 
+/// The CITrusts of namespace `ns`, shared with the cache: each request holds the store's own
+/// objects (an `Arc` each), never a copy of them, whatever their size and number.
+pub fn trusts_of(store: &Store<CITrust>, ns: &str) -> Vec<Arc<CITrust>> {
+    let mut trusts = store.state();
+    trusts.retain(|t| t.metadata.namespace.as_deref() == Some(ns));
+    trusts
+}
+
 /// The ttl an open under `granted` gets, checked with the selector and `protect.daemonSets`
 /// against the trusts' bounds: `Ok(Some(ttl))` when the request named none and a bound caps
-/// the server's `default`; 403 naming the field and the trust when no granting trust admits it.
-/// A ttl or selector that does not parse is left to the ordinary 400/422 checks.
+/// the server's `default`; [`OutOfBounds`] when no granting trust admits it. A ttl or selector
+/// that does not parse is left to the ordinary 400/422 checks.
 pub fn bound_open(
     granted: &[Granted],
     requested: Option<&str>,
     default: Duration,
     selector: Option<&SelectorInput>,
     daemon_sets: bool,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<String>, OutOfBounds> {
     let match_labels = match selector.map(crate::operations::selector::parse) {
         None => Default::default(),
         Some(Ok(sel)) => sel.match_labels,
@@ -238,35 +243,53 @@ pub fn bound_renew(
     requested: Option<&str>,
     default: Duration,
     window: &TestWindow,
-) -> Result<Option<String>, ApiError> {
-    let match_labels = window
-        .spec
-        .selector
-        .match_labels
-        .clone()
-        .unwrap_or_default();
+) -> Result<Option<String>, OutOfBounds> {
     bound(
         granted,
         requested,
         default,
-        match_labels,
+        stored_labels(window),
         window.spec.protect.daemon_sets,
     )
+}
+
+/// Whether a close of `window` is within the bounds of one of `granted`: its stored selector
+/// must require a granting trust's `matchLabels`, so a trust bounded to `app=x` closes the
+/// windows of `app=x` and not another team's in the same namespace. Only the selector counts:
+/// a close shortens a window, so its ttl and `protect.daemonSets` (what the bounds cap on an
+/// open) cost nothing here.
+pub fn bound_close(granted: &[Granted], window: &TestWindow) -> Result<(), OutOfBounds> {
+    let asked = Asked {
+        ttl: Duration::ZERO,
+        match_labels: stored_labels(window),
+        daemon_sets: false,
+    };
+    bounds::any_admits(granted, &asked)
+}
+
+/// The `matchLabels` of a stored window's selector.
+fn stored_labels(window: &TestWindow) -> BTreeMap<String, String> {
+    window
+        .spec
+        .selector
+        .match_labels
+        .clone()
+        .unwrap_or_default()
 }
 
 fn bound(
     granted: &[Granted],
     requested: Option<&str>,
     default: Duration,
-    match_labels: std::collections::BTreeMap<String, String>,
+    match_labels: BTreeMap<String, String>,
     daemon_sets: bool,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<String>, OutOfBounds> {
     let (ttl, fill) = match requested {
         Some(text) => match crate::resources::duration::parse(text) {
             Ok(ttl) => (ttl, None),
             Err(_) => return Ok(None),
         },
-        None => match trust::ttl_cap(granted) {
+        None => match bounds::ttl_cap(granted) {
             Some(cap) if cap < default => (cap, Some(crate::resources::duration::format(cap))),
             _ => (default, None),
         },
@@ -276,7 +299,7 @@ fn bound(
         match_labels,
         daemon_sets,
     };
-    trust::any_admits(granted, &asked).map_err(ApiError::Forbidden)?;
+    bounds::any_admits(granted, &asked)?;
     Ok(fill)
 }
 
@@ -289,7 +312,7 @@ mod tests {
     fn granted(max: &str) -> Vec<Granted> {
         vec![Granted {
             trust: "shop/main".into(),
-            limits: trust::Limits {
+            limits: bounds::Limits {
                 max_ttl: Some(crate::resources::duration::parse(max).unwrap()),
                 ..Default::default()
             },
@@ -319,10 +342,7 @@ mod tests {
             false,
         )
         .unwrap_err();
-        assert!(
-            matches!(&err, ApiError::Forbidden(d) if d.starts_with("ttl: ")),
-            "{err}"
-        );
+        assert!(err.detail.starts_with("ttl: 1h "), "{err:?}");
         assert!(
             bound_open(
                 &granted("10m"),
@@ -333,6 +353,75 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    fn window(labels: &[(&str, &str)]) -> TestWindow {
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "disruption-guard.io/v1alpha1", "kind": "TestWindow",
+            "metadata": {"name": "w", "namespace": "shop"},
+            "spec": {"selector": {"matchLabels": labels}, "ttl": "24h"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_close_is_bounded_by_the_stored_selector_and_nothing_else() {
+        let mut team = granted("10m");
+        team[0].limits.match_labels = BTreeMap::from([("app".to_string(), "x".to_string())]);
+        bound_close(&team, &window(&[("app", "x"), ("tier", "web")])).unwrap();
+        for other in [window(&[("app", "y")]), window(&[])] {
+            let err = bound_close(&team, &other).unwrap_err();
+            assert_eq!(err.field, "selector", "{err:?}");
+            assert!(err.why.contains("app=x"), "{err:?}");
+            assert!(!err.detail.contains("app=x"), "{err:?}");
+        }
+        // A long ttl or DaemonSet pods do not keep a window in bounds from being closed.
+        let mut long = window(&[("app", "x")]);
+        long.spec.protect.daemon_sets = true;
+        bound_close(&team, &long).unwrap();
+        // Unbounded trusts close any window of their namespace.
+        bound_close(&granted("10m"), &window(&[])).unwrap();
+    }
+
+    #[test]
+    fn a_renew_is_bounded_by_the_stored_selector() {
+        let mut team = granted("1h");
+        team[0].limits.match_labels = BTreeMap::from([("app".to_string(), "x".to_string())]);
+        let d = Duration::from_secs(60);
+        bound_renew(&team, Some("10m"), d, &window(&[("app", "x")])).unwrap();
+        let err = bound_renew(&team, Some("10m"), d, &window(&[("app", "y")])).unwrap_err();
+        assert_eq!(err.field, "selector", "{err:?}");
+    }
+
+    #[test]
+    fn a_request_shares_the_cached_trusts_instead_of_copying_them() {
+        use kube::runtime::{reflector::store::Writer, watcher::Event};
+        let mut writer = Writer::<CITrust>::default();
+        for (ns, name) in [("shop", "a"), ("shop", "b"), ("web", "c")] {
+            let mut t = CITrust::new(
+                name,
+                crate::resources::CITrustSpec {
+                    issuer: "https://issuer.example".into(),
+                    subject: "repo:acme/shop".into(),
+                    claims: Default::default(),
+                    grants: vec![crate::resources::Grant::Read],
+                    bounds: None,
+                },
+            );
+            t.metadata.namespace = Some(ns.into());
+            writer.apply_watcher_event(&Event::Apply(t));
+        }
+        let store = writer.as_reader();
+        let shop = trusts_of(&store, "shop");
+        assert_eq!(shop.len(), 2);
+        for t in &shop {
+            let cached = store.get(&ObjectRef::from_obj(t.as_ref())).unwrap();
+            assert!(Arc::ptr_eq(t, &cached), "{:?} was copied", t.metadata.name);
+        }
     }
 
     #[test]
