@@ -6,13 +6,20 @@
 //! they are stored. Every cached object also loses the
 //! managedFields entries that are not the guard's ([`keep_own_entries`]).
 //!
+//! Of the labels and annotations of workloads, PDBs and CITrusts only the keys the operator reads
+//! are kept ([`read_by_the_guard`]): whoever may write them can attach 256 KB to each, and a
+//! cache of a thousand such objects would otherwise hold a quarter of a gigabyte. Pods keep
+//! their labels (selectors match them) and, read that way as they are decoded, the same
+//! annotations.
+//!
 //! | object | kept besides metadata |
 //! |---|---|
 //! | Pod (a `PodDigest`) | `spec.nodeName`; `status.phase`, `status.startTime`, the `DisruptionTarget` condition, `Ready`'s status, container restart counts |
 //! | Node | `spec.taints`, `spec.unschedulable` (no status) |
 //! | ReplicaSet, StatefulSet | `spec.selector`, `spec.replicas` (no template, no status) |
 //! | Deployment | `spec.selector`, `replicas`, `strategy`, `paused`, `progressDeadlineSeconds`, the template's `restartedAt` annotation; `status.observedGeneration`, `replicas`, `updatedReplicas` |
-//! | PodDisruptionBudget | everything but other managers' managedFields entries |
+//! | PodDisruptionBudget | spec and status |
+//! | CITrust | spec |
 
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec, StatefulSet,
@@ -21,10 +28,12 @@ use k8s_openapi::api::apps::v1::{
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeSpec, PodTemplateSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::fields::keep_own_entries;
-use crate::resources::names::RESTARTED_AT;
+use crate::resources::CITrust;
+use crate::resources::names::{RESTARTED_AT, read_by_the_guard};
 
 /// Keeps what plans and reports read of a node: its disruption marks.
 pub fn node(node: &mut Node) {
@@ -39,9 +48,35 @@ pub fn node(node: &mut Node) {
     }
 }
 
+/// Keeps, of an object's labels and annotations, only the keys the operator reads.
+pub fn read_keys_only(meta: &mut ObjectMeta) {
+    for map in [&mut meta.labels, &mut meta.annotations] {
+        if let Some(entries) = map.as_mut() {
+            entries.retain(|key, _| read_by_the_guard(key));
+            if entries.is_empty() {
+                *map = None;
+            }
+        }
+    }
+}
+
+/// Keeps what the caches read of a PodDisruptionBudget: its spec and status, the guard's own
+/// managedFields entries and the labels it reads.
+pub fn pdb(pdb: &mut PodDisruptionBudget) {
+    keep_own_entries(&mut pdb.metadata);
+    read_keys_only(&mut pdb.metadata);
+}
+
+/// Keeps what the HTTP API reads of a CITrust: its spec.
+pub fn ci_trust(trust: &mut CITrust) {
+    trust.metadata.managed_fields = None;
+    read_keys_only(&mut trust.metadata);
+}
+
 /// Keeps a ReplicaSet's selector and replica count.
 pub fn replica_set(rs: &mut ReplicaSet) {
     rs.metadata.managed_fields = None;
+    read_keys_only(&mut rs.metadata);
     rs.status = None;
     if let Some(spec) = rs.spec.as_mut() {
         *spec = ReplicaSetSpec {
@@ -55,6 +90,7 @@ pub fn replica_set(rs: &mut ReplicaSet) {
 /// Keeps a StatefulSet's selector and replica count.
 pub fn stateful_set(sts: &mut StatefulSet) {
     sts.metadata.managed_fields = None;
+    read_keys_only(&mut sts.metadata);
     sts.status = None;
     if let Some(spec) = sts.spec.as_mut() {
         *spec = StatefulSetSpec {
@@ -72,6 +108,7 @@ pub fn stateful_set(sts: &mut StatefulSet) {
 /// disruption), and of the status only what says whether a rollout is under way.
 pub fn deployment(d: &mut Deployment) {
     keep_own_entries(&mut d.metadata);
+    read_keys_only(&mut d.metadata);
     if let Some(status) = d.status.as_mut() {
         *status = DeploymentStatus {
             observed_generation: status.observed_generation,
@@ -129,6 +166,41 @@ mod tests {
         assert!(spec.pod_cidr.is_none());
         assert!(n.status.is_none());
         assert!(n.metadata.annotations.is_some());
+    }
+
+    #[test]
+    fn caches_keep_only_the_labels_and_annotations_the_guard_reads() {
+        let big = "x".repeat(250_000);
+        let mut p: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": {"name": "p", "labels": {"app.kubernetes.io/managed-by": "disruption-guard",
+                                                 "disruption-guard.io/workload": "api", "team": "a"},
+                         "annotations": {"note": big}},
+            "spec": {"maxUnavailable": 0}
+        }))
+        .unwrap();
+        pdb(&mut p);
+        let labels = p.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels.len(), 2, "{labels:?}");
+        assert!(p.metadata.annotations.is_none());
+        assert!(p.spec.is_some());
+
+        let mut d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "d", "labels": {"team": "a"},
+                         "annotations": {"disruption-guard.io/rollout-on-drain": "false", "note": big}}
+        }))
+        .unwrap();
+        deployment(&mut d);
+        assert!(d.metadata.labels.is_none());
+        let annotations = d.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations.len(), 1);
+        assert_eq!(annotations["disruption-guard.io/rollout-on-drain"], "false");
+
+        let mut rs: ReplicaSet = serde_json::from_value(json!({
+            "metadata": {"name": "r", "annotations": {"deployment.kubernetes.io/revision": "3", "note": big}}
+        }))
+        .unwrap();
+        replica_set(&mut rs);
+        assert_eq!(rs.metadata.annotations.unwrap().len(), 1);
     }
 
     #[test]

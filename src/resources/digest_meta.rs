@@ -5,8 +5,10 @@
 //! of nested maps. Deserialized as `serde_json::Value`s only to be trimmed away, they are most of
 //! the allocations of a listed pod, and the holes they leave behind among the kept fields stay
 //! resident. Here an entry's `fieldsV1` is read only for what the guard looks up (the annotation
-//! keys its manager owns), and entries of other managers are dropped as they are read.
+//! keys its manager owns), and entries of other managers are dropped as they are read. Of the
+//! annotations only those the operator reads are kept; the others' values are skipped unread.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -17,7 +19,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::resources::names::FIELD_MANAGER;
+use crate::resources::names::{FIELD_MANAGER, read_by_the_guard};
 
 /// The metadata fields a cached object keeps.
 #[derive(Deserialize)]
@@ -31,10 +33,38 @@ struct Meta {
     creation_timestamp: Option<Time>,
     deletion_timestamp: Option<Time>,
     labels: Option<BTreeMap<String, String>>,
-    annotations: Option<BTreeMap<String, String>>,
+    annotations: Option<ReadAnnotations>,
     owner_references: Option<Vec<OwnerReference>>,
     finalizers: Option<Vec<String>>,
     managed_fields: Option<Vec<Entry>>,
+}
+
+/// The annotations the operator reads ([`read_by_the_guard`]); the values of the others are
+/// skipped as they are read, never allocated.
+struct ReadAnnotations(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for ReadAnnotations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Keep;
+        impl<'de> Visitor<'de> for Keep {
+            type Value = BTreeMap<String, String>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut kept = BTreeMap::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if read_by_the_guard(&key) {
+                        kept.insert(key.into_owned(), map.next_value::<String>()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(kept)
+            }
+        }
+        d.deserialize_map(Keep).map(ReadAnnotations)
+    }
 }
 
 /// A managedFields entry with only the annotation keys of its `fieldsV1`.
@@ -140,7 +170,7 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Err
         creation_timestamp: meta.creation_timestamp,
         deletion_timestamp: meta.deletion_timestamp,
         labels: meta.labels,
-        annotations: meta.annotations,
+        annotations: meta.annotations.map(|a| a.0).filter(|a| !a.is_empty()),
         owner_references: meta.owner_references,
         finalizers: meta.finalizers,
         managed_fields: (!own.is_empty()).then_some(own),

@@ -61,6 +61,24 @@ pub fn window_field_manager(window_uid: &str) -> String {
     format!("{FIELD_MANAGER}/{window_uid}")
 }
 
+/// Whether the operator ever reads the annotation or label `key` of a cached object other than a
+/// pod's labels (which selectors match): its own keys, Karpenter's, Cluster Autoscaler's,
+/// `app.kubernetes.io/managed-by` and a ReplicaSet's revision. Caches keep only these, so a
+/// tenant's 250 KB of annotations costs the operator nothing.
+pub fn read_by_the_guard(key: &str) -> bool {
+    const PREFIXES: [&str; 3] = [
+        "disruption-guard.io/",
+        "karpenter.sh/",
+        "cluster-autoscaler.kubernetes.io/",
+    ];
+    PREFIXES.iter().any(|p| key.starts_with(p))
+        || key == MANAGED_BY_KEY
+        || key == DEPLOYMENT_REVISION
+}
+
+/// The revision the Deployment controller records on each of its ReplicaSets.
+pub const DEPLOYMENT_REVISION: &str = "deployment.kubernetes.io/revision";
+
 #[cfg(test)]
 mod tests {
     use super::*;

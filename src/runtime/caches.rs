@@ -14,7 +14,8 @@
 //! - ReplicaSets: metadata, selector and replicas ([`trim::replica_set`]);
 //! - Deployments: metadata, what a rollout decision reads and the template's `restartedAt`
 //!   ([`trim::deployment`]);
-//! - PDBs: whole, with only the guard's managedFields entries.
+//! - PDBs: spec, status, the guard's managedFields entries and the labels it reads ([`trim::pdb`]);
+//! - CITrusts (for the API): their spec ([`trim::ci_trust`]).
 //!
 //! `scope` limits the namespaced watches to one namespace (`--namespaces` naming exactly one).
 
@@ -37,7 +38,6 @@ use super::pod_scopes::{Pods, Scope};
 pub use super::reflect::{Cacheable, NodeTrigger, decoded, reflect, scoped};
 use super::reflect::{hand_on, list_in_small_pages};
 use crate::k8s::decoded::Decoded;
-use crate::k8s::fields::keep_own_entries;
 use crate::k8s::signals::{self, Signal};
 use crate::k8s::trim;
 use crate::resources::citrust::CI_TRUST_LABEL;
@@ -151,7 +151,7 @@ impl Caches {
             client,
             ready,
             scope,
-            |p: &mut PodDisruptionBudget| keep_own_entries(&mut p.metadata),
+            trim::pdb,
             &drain,
             move |event| {
                 // A closed receiver means its consumer stopped (shutdown): nothing to do.
@@ -211,10 +211,12 @@ pub fn ci_trusts(
     ready: &Arc<Readiness>,
     scope: Option<&str>,
 ) -> (Store<CITrust>, Store<Namespace>, Tasks) {
-    let (trusts, trusts_task) =
-        read_only("citrusts", decoded::<CITrust>(client, scope), ready, |t| {
-            t.metadata.managed_fields = None;
-        });
+    let (trusts, trusts_task) = read_only(
+        "citrusts",
+        decoded::<CITrust>(client, scope),
+        ready,
+        trim::ci_trust,
+    );
     let (namespaces, writer) = reflector::store();
     // Any value: `False` forbids as `false` does, and label selectors are case-sensitive.
     let selector = CI_TRUST_LABEL.to_string();

@@ -71,6 +71,26 @@ impl Events {
     }
 }
 
+/// Reports of objects the watches could not represent are Warning Events.
+impl super::refusals::Warn for Events {
+    fn warn(
+        &self,
+        regarding: ObjectReference,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+    ) {
+        let note = Note {
+            type_: EventType::Warning,
+            reason,
+            action,
+            note,
+            secondary: None,
+        };
+        self.publish(&regarding, note);
+    }
+}
+
 async fn write(recorder: &Recorder, regarding: &ObjectReference, note: Note) {
     let reason = note.reason;
     let event = Event {

@@ -30,6 +30,7 @@ pub mod lookup;
 pub mod memory;
 pub mod open_files;
 pub mod pod_scopes;
+pub mod readable;
 pub mod readiness;
 pub mod reconciles;
 pub mod reflect;

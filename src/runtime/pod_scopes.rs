@@ -45,8 +45,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Readiness;
+use super::readable::readable_items;
 use super::reflect::{NodeTrigger, ToTrigger, decoded, hand_on, list_from_watch_cache, reflect};
-use super::refusals::readable_items;
 use crate::k8s::decoded::Decoded;
 use crate::resources::PodDigest;
 

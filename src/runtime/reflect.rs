@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
 use super::Readiness;
-use super::refusals::readable;
+use super::readable::readable;
 use crate::k8s::decoded::Decoded;
 use crate::k8s::stub::Stub;
 

@@ -22,7 +22,7 @@ use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
 use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
 use crate::runtime::events::{Events, Note};
-use crate::runtime::refusals::readable_items;
+use crate::runtime::readable::readable_items;
 use crate::runtime::{Pods, Runtime, Scope};
 
 /// Reflector stores of everything the planner reads.

@@ -23,7 +23,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 
 use super::plan::{World, workload_of};
 use crate::k8s::signals::{self, Signal};
-use crate::resources::names::{FIELD_MANAGER, RESTARTED_AT};
+use crate::resources::names::{DEPLOYMENT_REVISION, FIELD_MANAGER, RESTARTED_AT};
 use crate::resources::{PodDigest, TrackedPod, Tracking, WindowReport};
 
 fn restarts(pod: &PodDigest) -> i32 {
@@ -54,7 +54,7 @@ fn revision(rs: &ReplicaSet) -> i64 {
     rs.metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+        .and_then(|a| a.get(DEPLOYMENT_REVISION))
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
 }
