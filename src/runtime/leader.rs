@@ -341,7 +341,10 @@ mod tests {
 
     #[test]
     fn a_round_ends_well_inside_the_lease() {
-        assert_eq!(round_timeout(Duration::from_secs(15)), Duration::from_secs(5));
+        assert_eq!(
+            round_timeout(Duration::from_secs(15)),
+            Duration::from_secs(5)
+        );
         assert!(round_timeout(Duration::from_secs(3)) < Duration::from_secs(3) / 2);
     }
 
@@ -446,7 +449,9 @@ mod tests {
             .expect("leadership ends with the Lease");
 
         // The server answers again: the next round renews at once.
-        server.hang.store(false, std::sync::atomic::Ordering::SeqCst);
+        server
+            .hang
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         within(lease, || leadership.is_leader())
             .await
             .expect("the replica leads again once the API server answers");
