@@ -1,7 +1,8 @@
 //! Leader election against the real API server: of two replicas exactly one leads, and when
 //! the leader dies the other takes over within the Lease duration — also in the middle of open
 //! windows, which still close and expire, written by one replica at a time; and the leader
-//! keeps its Lease through a flood of made-up tokens at its HTTP API.
+//! keeps its Lease, renewed over a connection of its own, through a flood of made-up tokens at
+//! its HTTP API.
 
 mod support;
 
@@ -348,6 +349,33 @@ async fn the_leader_keeps_its_lease_through_a_flood_of_bad_tokens() {
             "renewTime kept moving: {} renewals",
             renewals.len()
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_lease_is_renewed_over_a_connection_of_its_own() {
+    with_namespace(|_client, ns| async move {
+        // Without election: every watch, read and write over one HTTP/2 connection.
+        let single = Operator::start(&ns, &[]).await;
+        wait::until(
+            "one API server connection",
+            Duration::from_secs(10),
+            || async { single.api_server_connections() == 1 },
+        )
+        .await;
+        // With election: that one, and the Lease's.
+        let elected = Operator::replica(&ns, "replica-a").await;
+        wait::until("the replica to lead", Duration::from_secs(15), || async {
+            elected.leads().await
+        })
+        .await;
+        wait::until(
+            "two API server connections, one for the Lease",
+            Duration::from_secs(10),
+            || async { elected.api_server_connections() == 2 },
+        )
+        .await;
     })
     .await;
 }
