@@ -625,6 +625,125 @@ fn the_admission_policy_matches_the_operators_service_account_unless_turned_off(
 }
 
 #[test]
+fn the_flow_schemas_give_the_lease_and_the_operator_levels_of_their_own_and_the_api_server_takes_them()
+ {
+    let objects = rendered("{}\n", &[]);
+    let subject = serde_json::json!([{"kind": "ServiceAccount",
+        "serviceAccount": {"name": "guard-disruption-guard", "namespace": "guard-system"}}]);
+    let schema = |name: &str| find(&objects, "FlowSchema", Some(name))["spec"].clone();
+
+    // The Lease, in its namespace only, in the built-in leader-election level, matched first.
+    let lease = schema("guard-disruption-guard-leader-election");
+    assert_eq!(
+        lease["priorityLevelConfiguration"]["name"],
+        "leader-election"
+    );
+    assert_eq!(lease["rules"][0]["subjects"], subject);
+    assert_eq!(
+        lease["rules"][0]["resourceRules"],
+        serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+            "verbs": ["get", "create", "update"], "namespaces": ["guard-system"]}])
+    );
+    // The lookups callers of the HTTP API drive, in a level of their own, matched next.
+    let reviews = schema("guard-disruption-guard-reviews");
+    assert_eq!(
+        reviews["priorityLevelConfiguration"]["name"],
+        "guard-disruption-guard-reviews"
+    );
+    assert_eq!(reviews["rules"][0]["subjects"], subject);
+    let reviewed: Vec<&str> = reviews["rules"][0]["resourceRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["resources"][0].as_str().unwrap())
+        .collect();
+    assert_eq!(reviewed, ["tokenreviews", "subjectaccessreviews"]);
+    // Everything else the operator does, in its own level.
+    let rest = schema("guard-disruption-guard");
+    assert_eq!(
+        rest["priorityLevelConfiguration"]["name"],
+        "guard-disruption-guard"
+    );
+    assert_eq!(rest["rules"][0]["subjects"], subject);
+    let precedence = |s: &serde_json::Value| s["matchingPrecedence"].as_u64().unwrap();
+    assert!(precedence(&lease) < precedence(&reviews));
+    assert!(precedence(&reviews) < precedence(&rest));
+    // Ahead of the built-in `service-accounts` schema (9000) that would match it otherwise.
+    assert!(precedence(&rest) < 9000);
+    for level in ["guard-disruption-guard", "guard-disruption-guard-reviews"] {
+        let spec = &find(&objects, "PriorityLevelConfiguration", Some(level))["spec"];
+        assert_eq!(spec["type"], "Limited", "{level}");
+    }
+
+    // Accepted by the real API server (a server-side dry run: nothing is stored).
+    let manifest: String = objects
+        .iter()
+        .filter(|o| o["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1")
+        .map(|o| format!("---\n{}\n", serde_json::to_string(o).unwrap()))
+        .collect();
+    let mut apply = support::kubectl()
+        .args(["apply", "--server-side", "--dry-run=server", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(manifest.as_bytes())
+        .unwrap();
+    let out = apply.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the API server refused the flow-control objects: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.matches("(server dry run)").count(), 5, "{text}");
+
+    let objects = rendered("flowControl: {enabled: false}\n", &[]);
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1"),
+        "no flow-control objects when turned off"
+    );
+}
+
+#[test]
+fn the_window_limits_come_from_values() {
+    let args = operator_args("{}\n");
+    assert!(
+        args.contains(&"--max-nodes-per-namespace=20".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--allow-daemon-sets-for")),
+        "nobody may protect DaemonSet pods by default: {args:?}"
+    );
+    let args = operator_args(
+        "windows: {maxNodesPerNamespace: 0, allowDaemonSetsFor: [\"static:platform\", \"system:serviceaccount:ci:runner\"]}\n",
+    );
+    assert!(
+        args.contains(&"--max-nodes-per-namespace=0".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(
+            &"--allow-daemon-sets-for=static:platform,system:serviceaccount:ci:runner".to_string()
+        ),
+        "{args:?}"
+    );
+    let out = template("windows: {maxNodesPerNamespace: -1}\n", &[]);
+    assert!(!out.status.success(), "a negative cap is refused");
+}
+
+#[test]
 fn with_namespaces_the_operators_writes_are_bound_in_each_of_them_only() {
     let bindings = |objects: &[serde_json::Value], kind: &str| -> Vec<String> {
         objects

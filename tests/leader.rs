@@ -1,6 +1,8 @@
 //! Leader election against the real API server: of two replicas exactly one leads, and when
 //! the leader dies the other takes over within the Lease duration — also in the middle of open
-//! windows, which still close and expire, written by one replica at a time.
+//! windows, which still close and expire, written by one replica at a time; and the leader
+//! keeps its Lease, renewed over a connection of its own, through a flood of made-up tokens at
+//! its HTTP API.
 
 mod support;
 
@@ -221,6 +223,159 @@ async fn when_the_leader_dies_mid_window_the_other_replica_closes_and_expires_it
             follower_writes(&follower.metrics().await) > 0.0,
             "the new leader wrote the release"
         );
+    })
+    .await;
+}
+
+/// Requests with made-up bearer tokens, each from an address of its own (through
+/// `X-Forwarded-For`, the operator trusting loopback as its proxy, as behind an Ingress), so
+/// the per-address rate limit lets each through to a TokenReview: `workers` at a time until
+/// `until` or `max` requests. Returns the count per HTTP status (0: no answer).
+async fn flood(
+    api: &str,
+    ns: &str,
+    workers: usize,
+    max: usize,
+    until: Instant,
+) -> std::collections::BTreeMap<u16, usize> {
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let tasks: Vec<_> = (0..workers)
+        .map(|_| {
+            let (client, sent) = (client.clone(), sent.clone());
+            let url = format!("{api}/v1/namespaces/{ns}/windows");
+            tokio::spawn(async move {
+                let mut counts = std::collections::BTreeMap::<u16, usize>::new();
+                while Instant::now() < until
+                    && sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < max
+                {
+                    let token = format!("{:032x}", fastrand::u128(..));
+                    let from = format!(
+                        "10.{}.{}.{}",
+                        fastrand::u8(..),
+                        fastrand::u8(..),
+                        fastrand::u8(1..)
+                    );
+                    let status = client
+                        .get(&url)
+                        .bearer_auth(token)
+                        .header("X-Forwarded-For", from)
+                        .send()
+                        .await
+                        .map(|r| r.status().as_u16())
+                        .unwrap_or(0);
+                    *counts.entry(status).or_default() += 1;
+                }
+                counts
+            })
+        })
+        .collect();
+    let mut total = std::collections::BTreeMap::new();
+    for task in tasks {
+        for (status, n) in task.await.unwrap() {
+            *total.entry(status).or_default() += n;
+        }
+    }
+    total
+}
+
+#[tokio::test]
+async fn the_leader_keeps_its_lease_through_a_flood_of_bad_tokens() {
+    with_namespace(|client, ns| async move {
+        // As the chart installs it: its ServiceAccount, RBAC and flow-control objects.
+        let identity = support::chart_identity::ChartIdentity::install_with_flow_control(&ns);
+        let op = Operator::start_as(
+            &ns,
+            vec![
+                format!("--namespaces={ns}"),
+                "--leader-election".into(),
+                format!("--leader-election-namespace={ns}"),
+                "--leader-election-identity=replica-a".into(),
+                "--lease-duration-seconds=3".into(),
+                "--trusted-proxies=127.0.0.1".into(),
+            ],
+            identity.kubeconfig.clone(),
+        )
+        .await;
+        wait::until("the replica to lead", Duration::from_secs(15), || async {
+            op.leads().await
+        })
+        .await;
+
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+        let flood_for = Duration::from_secs(12);
+        let until = Instant::now() + flood_for;
+        let (api, flooded) = (op.api.clone(), ns.clone());
+        let flooding = tokio::spawn(async move { flood(&api, &flooded, 32, 20_000, until).await });
+        // Every 250 ms while it lasts: who holds the Lease, how old its renewal is, whether the
+        // replica says it leads.
+        let mut renewals = std::collections::BTreeSet::new();
+        let (mut oldest, mut samples, mut not_leading) = (Duration::ZERO, 0, 0);
+        while Instant::now() < until {
+            let lease = leases.get("disruption-guard").await.unwrap();
+            let spec = lease.spec.unwrap();
+            assert_eq!(spec.holder_identity.as_deref(), Some("replica-a"));
+            let renewed = spec.renew_time.unwrap().0;
+            let age = jiff::Timestamp::now().duration_since(renewed);
+            oldest = oldest.max(Duration::try_from(age).unwrap_or_default());
+            renewals.insert(renewed);
+            not_leading += usize::from(!op.leads().await);
+            samples += 1;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let answers = flooding.await.unwrap();
+        let sent: usize = answers.values().sum();
+        eprintln!(
+            "flood of {sent} requests with made-up tokens in {flood_for:?}, answers {answers:?}; \
+             Lease renewed {} times, oldest renewal seen {oldest:?} (lease 3s), \
+             not leading in {not_leading} of {samples} samples",
+            renewals.len()
+        );
+        assert!(
+            answers.get(&401).copied().unwrap_or(0) >= 1000,
+            "the flood reached the TokenReview: {answers:?}"
+        );
+        assert!(
+            oldest < Duration::from_secs(3),
+            "the Lease was never left to expire (oldest renewal seen {oldest:?})"
+        );
+        assert_eq!(not_leading, 0, "the replica led throughout");
+        // Renewed every second: at least one renewal per two seconds of flood.
+        assert!(
+            renewals.len() as u64 >= flood_for.as_secs() / 2,
+            "renewTime kept moving: {} renewals",
+            renewals.len()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_lease_is_renewed_over_a_connection_of_its_own() {
+    with_namespace(|_client, ns| async move {
+        // Without election: every watch, read and write over one HTTP/2 connection.
+        let single = Operator::start(&ns, &[]).await;
+        wait::until(
+            "one API server connection",
+            Duration::from_secs(10),
+            || async { single.api_server_connections() == 1 },
+        )
+        .await;
+        // With election: that one, and the Lease's.
+        let elected = Operator::replica(&ns, "replica-a").await;
+        wait::until("the replica to lead", Duration::from_secs(15), || async {
+            elected.leads().await
+        })
+        .await;
+        wait::until(
+            "two API server connections, one for the Lease",
+            Duration::from_secs(10),
+            || async { elected.api_server_connections() == 2 },
+        )
+        .await;
     })
     .await;
 }

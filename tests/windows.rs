@@ -1087,7 +1087,8 @@ async fn annotated_nodes(client: &Client, nodes: &[String]) -> Vec<String> {
 async fn an_empty_selector_protects_the_deployments_pod_and_node_but_no_daemon_set_pod_unless_asked()
  {
     with_namespace(|client, ns| async move {
-        let op = Operator::start(&ns, &[]).await;
+        // Everyone may ask for DaemonSet pods here (the default is nobody: tests/window_limits.rs).
+        let op = Operator::start(&ns, &["--allow-daemon-sets-for=*"]).await;
         // Three private kwok nodes; the Deployment's pod runs on the first, the DaemonSet on
         // all three.
         let (first, pod) = lone_pod_on_private_node(&client, &ns, "api").await;

@@ -10,15 +10,18 @@ use super::{
     ApiArgs, ApiMetrics, ApiState, DEFAULT_TOKEN_AUDIENCE, auth, oidc, ratelimit, router,
     static_tokens, waits,
 };
+use crate::operations::daemon_sets::DaemonSetPolicy;
 use crate::operations::{ttl, windows};
 use crate::runtime::Runtime;
 
 /// Serves the HTTP API until shutdown. `max_ttl` is the longest a window may stay open (the
-/// window controller's `--max-ttl`: one limit for both).
+/// window controller's `--max-ttl`: one limit for both); `daemon_sets` says who may open
+/// windows with `protect.daemonSets` (the controller's `--allow-daemon-sets-for`).
 pub async fn serve(
     runtime: Runtime,
     args: ApiArgs,
     max_ttl: std::time::Duration,
+    daemon_sets: DaemonSetPolicy,
     metrics: Arc<ApiMetrics>,
 ) -> anyhow::Result<()> {
     let state = &runtime;
@@ -110,7 +113,8 @@ pub async fn serve(
                 default: args.default_ttl,
                 max: max_ttl,
             },
-        ),
+        )
+        .with_daemon_sets(daemon_sets),
         auth,
         limiter: Arc::new(ratelimit::RateLimiter::new(
             args.rate_limit,

@@ -7,8 +7,10 @@
 //!   ([`deadline`]); [`open`]: the object an open creates, decided without the API server;
 //! - [`types`]: the wire types (requests, the window view); [`view`]: a `TestWindow` as its
 //!   view; [`selector`]: label selectors in requests; [`ttl`]: a window's time to live;
-//! - [`problem`]: errors as `application/problem+json`.
+//! - [`problem`]: errors as `application/problem+json`; [`daemon_sets`]: who may protect
+//!   DaemonSet pods.
 
+pub mod daemon_sets;
 pub mod deadline;
 pub mod open;
 pub mod problem;

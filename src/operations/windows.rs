@@ -14,6 +14,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tracing::warn;
 
+use super::daemon_sets::DaemonSetPolicy;
 use super::deadline::bounded;
 use super::open::{IDEMPOTENCY_ANNOTATION, build_window, is_retry_of};
 use super::problem::ApiError;
@@ -30,6 +31,9 @@ use crate::runtime::write;
 pub struct Windows {
     client: Client,
     limits: TtlLimits,
+    /// Who may open windows with `protect.daemonSets`; None: not checked here (the CI
+    /// client's direct mode; the window controller decides).
+    daemon_sets: Option<DaemonSetPolicy>,
 }
 
 /// Whether protection is in effect: `Ready` is True for the current generation.
@@ -64,7 +68,20 @@ pub fn is_released(tw: &TestWindow) -> bool {
 impl Windows {
     /// Operations through `client`, within `limits`.
     pub fn new(client: Client, limits: TtlLimits) -> Self {
-        Self { client, limits }
+        Self {
+            client,
+            limits,
+            daemon_sets: None,
+        }
+    }
+
+    /// The same operations, refusing opens with `protect.daemonSets` that `policy` does not
+    /// admit (403 naming the field) before anything is written.
+    pub fn with_daemon_sets(self, policy: DaemonSetPolicy) -> Self {
+        Self {
+            daemon_sets: Some(policy),
+            ..self
+        }
     }
 
     /// The ttl limits windows are opened and renewed within.
@@ -85,6 +102,13 @@ impl Windows {
         opened_by: Option<OpenedBy>,
     ) -> Result<(TestWindow, bool), ApiError> {
         let mut tw = build_window(ns, req, key, &self.limits)?;
+        if let Some(policy) = &self.daemon_sets
+            && tw.spec.protect.daemon_sets
+        {
+            policy
+                .admits(opened_by.as_ref())
+                .map_err(ApiError::Forbidden)?;
+        }
         tw.spec.opened_by = opened_by;
         let api = self.api(ns);
         let pp = PostParams {

@@ -92,12 +92,12 @@ pub struct OperatorArgs {
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     // Flags that cannot work are refused before anything connects.
     args.api.audience().map_err(anyhow::Error::msg)?;
-    let config = kube::Config::infer()
+    let kube_config = kube::Config::infer()
         .await
         .context("reading the Kubernetes configuration (in-cluster or KUBECONFIG)")?;
     // The registry comes first: the client records its requests from the first one on.
     let metrics = Arc::new(Metrics::default());
-    let client = connection::build(config, args.http2, &metrics.kube_requests)
+    let client = connection::build(kube_config.clone(), args.http2, &metrics.kube_requests)
         .context("setting up the Kubernetes client")?;
     let protocol = connection::protocol(&client)
         .await
@@ -119,7 +119,12 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             lease_duration: std::time::Duration::from_secs(args.lease_duration_seconds),
             retry_period: std::time::Duration::from_secs(args.lease_duration_seconds.div_ceil(3)),
         };
-        let (elector, leader) = leader::Elector::new(client.clone(), config);
+        // A connection of its own: the Lease never waits behind the requests that callers of
+        // the HTTP API drive on the shared one (TokenReviews, window writes).
+        let lease_client =
+            connection::build(kube_config.clone(), args.http2, &metrics.kube_requests)
+                .context("setting up the Kubernetes client of the Lease")?;
+        let (elector, leader) = leader::Elector::new(lease_client, config);
         (Some(elector), leader)
     } else {
         (None, Leadership::Always)
@@ -183,6 +188,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             runtime.clone(),
             args.api.clone(),
             max_ttl,
+            args.window.daemon_set_policy(),
             metrics.api.clone()
         ),
         crate::window::run(

@@ -11,6 +11,13 @@
 //! renewals fail and it backs off, so a holder cut off from the API server would go on writing
 //! past the Lease's expiry, when another replica may already hold it. Here leadership is a
 //! deadline taken before each renewal request is sent, so it runs out on its own.
+//!
+//! A round (read, then renew) is bounded by [`round_timeout`], a third of the Lease duration:
+//! a renewal the API server or the connection holds up is abandoned well before the Lease it
+//! renews would run out, and counts as a failed renewal (leadership ends at the deadline
+//! already taken; the next round starts on time). The elector is meant to get a client of its
+//! own (the wiring builds a second connection from the same configuration), so the Lease never
+//! waits behind the requests that callers of the HTTP API drive (TokenReviews, window writes).
 
 use std::time::Duration;
 
@@ -39,6 +46,13 @@ pub struct ElectionConfig {
     pub lease_duration: Duration,
     /// How often the holder renews and candidates retry.
     pub retry_period: Duration,
+}
+
+/// How long one round of the election (read the Lease, then create or renew it) may take: a
+/// third of the Lease duration, so a round that started while this replica led ends, one way
+/// or the other, before the Lease it renews runs out (rounds start a third apart).
+pub fn round_timeout(lease_duration: Duration) -> Duration {
+    (lease_duration / 3).max(Duration::from_millis(10))
 }
 
 /// What a replica should do with the Lease it observed.
@@ -118,7 +132,8 @@ pub struct Elector {
 }
 
 impl Elector {
-    /// Creates an elector and the leadership handle it drives.
+    /// Creates an elector and the leadership handle it drives; `client` should serve the Lease
+    /// only (a connection of its own).
     pub fn new(client: Client, config: ElectionConfig) -> (Self, Leadership) {
         let (tx, rx) = watch::channel(Instant::now());
         let api = Api::namespaced(client, &config.namespace);
@@ -136,7 +151,12 @@ impl Elector {
         let mut leading = false;
         loop {
             let started = Instant::now();
-            match self.try_once().await {
+            let bound = round_timeout(self.config.lease_duration);
+            let round = match tokio::time::timeout(bound, self.try_once()).await {
+                Ok(result) => result.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("no answer within {bound:?}")),
+            };
+            match round {
                 Ok(true) => {
                     // Valid until the Lease would expire, counted from before the write.
                     let deadline = started + self.config.lease_duration;
@@ -153,11 +173,14 @@ impl Elector {
                     self.tx.send_replace(started);
                     leading = false;
                 }
+                // Like a failed renewal: leadership ends at the deadline already taken.
                 Err(err) => {
                     warn!(error = %err, lease = %self.config.name, "leader election round failed")
                 }
             }
-            let wake = Instant::now() + self.config.retry_period;
+            // Counted from the round's start: after a round that timed out, the next one still
+            // comes before the deadline the last renewal took.
+            let wake = (started + self.config.retry_period).max(Instant::now());
             let deadline = *self.tx.borrow();
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -175,7 +198,10 @@ impl Elector {
         }
         self.tx.send_replace(Instant::now());
         if leading {
-            self.release().await;
+            let bound = round_timeout(self.config.lease_duration);
+            if tokio::time::timeout(bound, self.release()).await.is_err() {
+                warn!(lease = %self.config.name, "releasing the Lease took too long; it expires by itself");
+            }
         }
         Ok(())
     }
@@ -311,6 +337,130 @@ mod tests {
             decide(Some(&lease(Some("b"), at(0), 15)), "a", at(15)),
             LeaseDecision::Acquire
         );
+    }
+
+    #[test]
+    fn a_round_ends_well_inside_the_lease() {
+        assert_eq!(
+            round_timeout(Duration::from_secs(15)),
+            Duration::from_secs(5)
+        );
+        assert!(round_timeout(Duration::from_secs(3)) < Duration::from_secs(3) / 2);
+    }
+
+    /// An API server for one Lease that answers at once, or never while `hang` is set; counts
+    /// the requests it was sent.
+    #[derive(Default)]
+    struct LeaseServer {
+        hang: std::sync::atomic::AtomicBool,
+        requests: std::sync::atomic::AtomicUsize,
+        lease: std::sync::Mutex<Option<Vec<u8>>>,
+    }
+
+    impl LeaseServer {
+        fn requests(&self) -> usize {
+            self.requests.load(std::sync::atomic::Ordering::SeqCst)
+        }
+
+        fn client(self: &std::sync::Arc<Self>) -> Client {
+            use kube::client::Body;
+            let server = self.clone();
+            let service = tower::service_fn(move |request: http::Request<Body>| {
+                let server = server.clone();
+                async move {
+                    server
+                        .requests
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if server.hang.load(std::sync::atomic::Ordering::SeqCst) {
+                        std::future::pending::<()>().await;
+                    }
+                    let reply = |code: u16, body: Vec<u8>| {
+                        http::Response::builder()
+                            .status(code)
+                            .body(Body::from(body))
+                            .unwrap()
+                    };
+                    if request.method() == http::Method::GET {
+                        let stored = server.lease.lock().unwrap().clone();
+                        return Ok::<_, kube::Error>(match stored {
+                            Some(body) => reply(200, body),
+                            None => reply(
+                                404,
+                                serde_json::to_vec(&serde_json::json!({
+                                    "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                    "reason": "NotFound", "code": 404, "message": "not found"
+                                }))
+                                .unwrap(),
+                            ),
+                        });
+                    }
+                    let body = request.into_body().collect_bytes().await?.to_vec();
+                    *server.lease.lock().unwrap() = Some(body.clone());
+                    Ok(reply(200, body))
+                }
+            });
+            Client::new(service, "default")
+        }
+    }
+
+    /// Waits up to `limit` for `check`; how long it took, or None.
+    async fn within(limit: Duration, check: impl Fn() -> bool) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if check() {
+                return Some(start.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_hangs_is_given_up_before_the_lease_runs_out() {
+        let server = std::sync::Arc::new(LeaseServer::default());
+        let lease = Duration::from_millis(900);
+        let config = ElectionConfig {
+            namespace: "ns".into(),
+            name: "lease".into(),
+            identity: "replica-a".into(),
+            lease_duration: lease,
+            retry_period: lease / 3,
+        };
+        let (elector, leadership) = Elector::new(server.client(), config);
+        let shutdown = CancellationToken::new();
+        let election = tokio::spawn(elector.run(shutdown.clone()));
+        within(Duration::from_secs(2), || leadership.is_leader())
+            .await
+            .expect("the replica leads");
+
+        // The API server stops answering: the hung round is abandoned and the next one sent,
+        // both within the Lease duration, and leadership ends with the Lease.
+        server.hang.store(true, std::sync::atomic::Ordering::SeqCst);
+        let before = server.requests();
+        let retried = within(lease, || server.requests() >= before + 2).await;
+        assert!(
+            retried.is_some(),
+            "a hung round was given up and another sent within the Lease duration \
+             ({} requests since the server stopped answering)",
+            server.requests() - before
+        );
+        within(lease + lease / 3, || !leadership.is_leader())
+            .await
+            .expect("leadership ends with the Lease");
+
+        // The server answers again: the next round renews at once.
+        server
+            .hang
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        within(lease, || leadership.is_leader())
+            .await
+            .expect("the replica leads again once the API server answers");
+        shutdown.cancel();
+        tokio::time::timeout(lease, election)
+            .await
+            .expect("the elector stops within a round")
+            .unwrap()
+            .unwrap();
     }
 
     #[test]

@@ -83,6 +83,11 @@ impl Context {
         self.stores.pods.synced(scope, NAMESPACE_PODS_SYNC).await
     }
 
+    /// The cached windows of namespace `ns`.
+    pub fn windows_in(&self, ns: &str) -> Vec<Arc<TestWindow>> {
+        in_ns(self.stores.windows.state(), ns)
+    }
+
     /// The cached world of namespace `ns` (plus all nodes and NodeClaims).
     pub fn world(&self, ns: &str) -> World {
         let s = &self.stores;

@@ -4,6 +4,8 @@
 //! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
 //! (all pure, with [`selector`], [`report`] and the shared [`crate::k8s`] helpers), and
 //! [`settling`] holds a new window's `Ready` back while its pods leave a node being disrupted;
+//! [`limits`] narrows a window to what the admin's limits let it protect ([`node_cap`]: nodes
+//! per namespace; who may protect DaemonSet pods);
 //! [`changes`] and [`triggers`] decide which windows a watched change concerns, [`wakeups`] turns the watches
 //! into the streams that wake the controller;
 //! [`apply`] makes the writes, [`unseen`] keeps them from being made twice;
@@ -18,8 +20,10 @@ pub mod context;
 pub mod error;
 pub mod gauges;
 pub mod held;
+pub mod limits;
 mod metrics;
 pub mod model;
+pub mod node_cap;
 pub mod pdbs;
 pub mod plan;
 pub mod reconcile;

@@ -2,7 +2,7 @@
 //! [`WindowFacts`], the [`Workload`] a pod belongs to) and what it decides (a [`WindowPlan`] of
 //! [`Write`]s). Shared by [`super::plan`] and [`super::pdbs`]; pure data and lookups.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -40,6 +40,9 @@ pub struct WindowFacts {
     /// Whether the window is Active (otherwise it wants nothing).
     pub active: bool,
     pub expires_at: Timestamp,
+    /// The selected pods it may protect when a limit refused some (`--max-nodes-per-namespace`,
+    /// [`super::node_cap`]); None: every pod it selects.
+    pub admitted: Option<Arc<BTreeSet<String>>>,
 }
 
 impl WindowFacts {
@@ -53,6 +56,7 @@ impl WindowFacts {
             protect: window.spec.protect.clone(),
             active,
             expires_at,
+            admitted: None,
         }
     }
 
@@ -143,6 +147,16 @@ pub struct WindowPlan {
     pub unseen: u32,
     /// Annotations somebody else set to another value: left alone (`kind/name key=value`).
     pub foreign_values: Vec<String>,
+    /// Why the window does not get (all) the protection it asks for: its `Ready=False` reason
+    /// and message (a refused `protect.daemonSets`, the node cap).
+    pub refused: Option<Refusal>,
+}
+
+/// A limit the window ran into: `Ready` stays False with this reason and message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
 }
 
 impl Write {
@@ -193,6 +207,11 @@ pub fn selected_pods<'a>(
     pods.iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(window.namespace.as_str()))
         .filter(|p| is_live(p) && selects(window, &p.metadata))
+        .filter(|p| {
+            window.admitted.as_ref().is_none_or(|admitted| {
+                admitted.contains(p.metadata.name.as_deref().unwrap_or_default())
+            })
+        })
         .collect()
 }
 

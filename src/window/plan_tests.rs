@@ -6,6 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 
+use super::node_cap::{Admission, admit};
 use super::pdbs::let_go;
 use super::plan::{Target, WindowFacts, WindowPlan, World, Write, plan};
 use super::report;
@@ -27,6 +28,7 @@ fn view(uid: &str, active: bool) -> WindowFacts {
         protect: Protect::default(),
         active,
         expires_at: "2026-01-01T11:00:00Z".parse().unwrap(),
+        admitted: None,
     }
 }
 
@@ -765,4 +767,143 @@ fn a_new_window_waits_while_a_selected_pod_sits_on_a_node_being_disrupted_for_at
     // Signals not enabled, or a window that is not Active, wait for nothing.
     assert!(unsettled(&win, &w, &[], opened, opened).is_empty());
     assert!(unsettled(&view("w1", false), &w, &signals(), opened, opened).is_empty());
+}
+
+// --- The node cap (`--max-nodes-per-namespace`, node_cap.rs) ---
+
+/// A pod of no workload (annotations only) on `node`, selected by `app=api`.
+fn bare_pod(name: &str, node: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"), "labels": {"app": "api"},
+            "creationTimestamp": "2026-01-01T10:00:00Z"},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": "Running", "startTime": "2026-01-01T10:00:00Z"}
+    })
+}
+
+fn nodes(names: &[&str]) -> Vec<Arc<k8s_openapi::api::core::v1::Node>> {
+    names.iter().map(|n| obj(node(n))).collect()
+}
+
+/// `view(uid)` selecting `app=<app>`.
+fn selecting(uid: &str, app: &str) -> WindowFacts {
+    WindowFacts {
+        selector: serde_json::from_value(json!({"matchLabels": {"app": app}})).unwrap(),
+        ..view(uid, true)
+    }
+}
+
+fn names(set: &Option<std::collections::BTreeSet<String>>) -> Vec<&str> {
+    set.iter().flatten().map(String::as_str).collect()
+}
+
+#[test]
+fn without_a_cap_every_selected_pod_is_admitted() {
+    let mut w = world(vec![bare_pod("a", "n1"), bare_pod("b", "n2")]);
+    w.nodes = nodes(&["n1", "n2"]);
+    let admission = admit(0, &[view("w1", true)], "w1", &w);
+    assert_eq!(admission, Admission::default());
+    assert_eq!(admission.refusal(0), None);
+}
+
+#[test]
+fn a_window_past_the_cap_protects_what_fits_and_says_what_it_does_not() {
+    let mut w = world(vec![
+        bare_pod("a", "n1"),
+        bare_pod("b", "n2"),
+        bare_pod("c", "n3"),
+    ]);
+    w.nodes = nodes(&["n1", "n2", "n3"]);
+    let win = view("w1", true);
+    let admission = admit(2, std::slice::from_ref(&win), "w1", &w);
+    assert_eq!(names(&admission.pods), ["a", "b"]);
+    assert_eq!(admission.refused, ["pod/c"]);
+    assert_eq!(admission.held, 2);
+    let message = admission.refusal(2).unwrap();
+    assert!(message.contains("--max-nodes-per-namespace=2"), "{message}");
+    assert!(message.contains("pod/c"), "{message}");
+
+    // Planned with the admission, the window writes nothing on the refused pod or its node.
+    let limited = WindowFacts {
+        admitted: admission.pods.map(Arc::new),
+        ..win
+    };
+    let p = plan(&limited, &w);
+    assert_eq!(annotated(&p, Target::Pod), ["a", "b"]);
+    assert_eq!(annotated(&p, Target::Node), ["n1", "n2"]);
+    assert_eq!((p.pods, p.nodes), (2, 2));
+}
+
+#[test]
+fn the_earlier_window_comes_first_and_nodes_already_held_cost_nothing() {
+    let mut w = world(vec![
+        bare_pod("a", "n1"),
+        bare_pod("b", "n2"),
+        json!({"metadata": {"name": "c", "namespace": NS, "labels": {"app": "web"}},
+            "spec": {"nodeName": "n2", "containers": []}, "status": {"phase": "Running"}}),
+        json!({"metadata": {"name": "d", "namespace": NS, "labels": {"app": "web"}},
+            "spec": {"nodeName": "n3", "containers": []}, "status": {"phase": "Running"}}),
+    ]);
+    w.nodes = nodes(&["n1", "n2", "n3"]);
+    let (first, second) = (selecting("w1", "api"), selecting("w2", "web"));
+    let windows = [first, second];
+    // The first window fills the cap; the second gets the node they share, not a third.
+    assert_eq!(admit(2, &windows, "w1", &w).pods, None);
+    let admission = admit(2, &windows, "w2", &w);
+    assert_eq!(names(&admission.pods), ["c"]);
+    assert_eq!(admission.refused, ["pod/d"]);
+}
+
+#[test]
+fn what_a_window_holds_stays_held_when_an_earlier_window_fills_the_cap() {
+    let mut w = world(vec![
+        bare_pod("a", "n1"),
+        bare_pod("b", "n2"),
+        json!({"metadata": {"name": "c", "namespace": NS, "labels": {"app": "web"}},
+            "spec": {"nodeName": "n3", "containers": []}, "status": {"phase": "Running"}}),
+    ]);
+    w.nodes = nodes(&["n1", "n2", "n3"]);
+    let (first, second) = (selecting("w1", "api"), selecting("w2", "web"));
+    // The second window protected its pod on n3 while the first had not yet.
+    let w = settle(w, &second);
+    let windows = [first, second];
+    let second_admission = admit(2, &windows, "w2", &w);
+    assert_eq!(second_admission.pods, None, "its held pod stays protected");
+    // The first, though earlier, gets only what is left: one more node.
+    let first_admission = admit(2, &windows, "w1", &w);
+    assert_eq!(names(&first_admission.pods), ["a"]);
+    assert_eq!(first_admission.refused, ["pod/b"]);
+    assert_eq!(first_admission.held, 2);
+}
+
+#[test]
+fn a_workloads_pdb_counts_every_node_its_pods_run_on() {
+    // Three replicas of one Deployment over three nodes: its PDB would hold all three.
+    let mut w = world(vec![
+        pod("api-1-a", "api-1", "n1"),
+        pod("api-1-b", "api-1", "n2"),
+        pod("api-1-c", "api-1", "n3"),
+    ]);
+    w.nodes = nodes(&["n1", "n2", "n3"]);
+    w.replica_sets = vec![rs("api-1", Some("api"), "1", 3)];
+    let admission = admit(2, &[view("w1", true)], "w1", &w);
+    assert_eq!(admission.pods, Some(Default::default()));
+    assert_eq!(admission.refused, ["Deployment/api"]);
+    assert_eq!(admit(3, &[view("w1", true)], "w1", &w).pods, None);
+}
+
+#[test]
+fn daemon_set_pods_count_a_node_each() {
+    let mut win = view("w1", true);
+    win.selector = Default::default();
+    win.protect.daemon_sets = true;
+    let admission = admit(
+        2,
+        std::slice::from_ref(&win),
+        "w1",
+        &world_with_a_daemon_set(),
+    );
+    // api-1-a's Deployment and agent-1 share n1; agent-2 takes the second node.
+    assert_eq!(names(&admission.pods), ["agent-1", "agent-2", "api-1-a"]);
+    assert_eq!(admission.refused, ["pod/agent-3"]);
 }

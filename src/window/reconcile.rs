@@ -18,6 +18,7 @@ use tracing::{debug, info, warn};
 use super::apply;
 use super::context::Context;
 use super::error::Error;
+use super::limits;
 use super::plan::{self, WindowFacts, WindowPlan};
 use super::settling;
 use super::status::next_status;
@@ -113,9 +114,16 @@ async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
 
-    let view = WindowFacts::of(window, timing.phase == Phase::Active, timing.expires_at);
+    let mut view = WindowFacts::of(window, timing.phase == Phase::Active, timing.expires_at);
     let world = ctx.world(&view.namespace);
+    let refused = if view.active {
+        let namespace_windows = ctx.windows_in(&view.namespace);
+        limits::restrict(window, &mut view, &namespace_windows, &world, args, now)
+    } else {
+        None
+    };
     let mut plan = plan::plan(&view, &world);
+    plan.refused = refused;
     ctx.hold_back(&view.uid, &mut plan, &world);
     let previous = ctx.previous_status(window);
     if previous.ready_at.is_none() {
@@ -250,6 +258,10 @@ fn requeue(
 ) -> Action {
     if !plan.complete() {
         return Action::requeue(Duration::from_secs(1));
+    }
+    // A limit may let go once other windows end: looked at again soon.
+    if plan.refused.is_some() {
+        return Action::requeue(Duration::from_secs(5));
     }
     let until = |t: Timestamp| {
         let d = t.duration_since(now).max(SignedDuration::from_millis(50));

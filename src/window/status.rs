@@ -1,7 +1,8 @@
 //! A window's next status, decided from what one reconcile saw and did: its phase and times,
 //! what it protects, the report, and the `Ready` condition (True once every piece of protection
 //! is written and seen back; False with reason `Protecting`, `Releasing`, `Closed` or
-//! `Expired` otherwise). Pure: the reconcile writes what this returns.
+//! `Expired` otherwise, or with the reason of a limit the window ran into: `NodeLimit`,
+//! `DaemonSetsNotAllowed`). Pure: the reconcile writes what this returns.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -51,6 +52,15 @@ pub fn next_status(
         (report, Default::default())
     };
     let (ready, reason, message) = match timing.phase {
+        // A limit refused (some of) what the window asks for: never Ready, whatever it holds.
+        Phase::Active if plan.refused.is_some() => {
+            let refused = plan.refused.as_ref().expect("checked");
+            let m = format!(
+                "{}; {} pods, {} nodes protected",
+                refused.message, plan.pods, plan.nodes
+            );
+            (false, refused.reason, m)
+        }
         Phase::Active if plan.complete() && writes_ok => {
             let mut m = format!(
                 "{} pods, {} nodes, {} PodDisruptionBudgets protected",
@@ -179,6 +189,7 @@ mod tests {
             protect: Protect::default(),
             active,
             expires_at: at("2026-01-01T11:00:00Z"),
+            admitted: None,
         }
     }
 
@@ -247,6 +258,28 @@ mod tests {
         assert!(s.ready_at.is_none());
         let s = decide(&Default::default(), Phase::Active, &settled(), false);
         assert_eq!(ready(&s), ("False", "Protecting"));
+    }
+
+    #[test]
+    fn a_window_a_limit_refused_is_not_ready_and_says_why_whatever_it_holds() {
+        let refused = WindowPlan {
+            refused: Some(crate::window::model::Refusal {
+                reason: "NodeLimit",
+                message: "the windows of this namespace hold 2 nodes".into(),
+            }),
+            ..settled()
+        };
+        let s = decide(&Default::default(), Phase::Active, &refused, true);
+        assert_eq!(ready(&s), ("False", "NodeLimit"));
+        let message = &s.ready_condition().unwrap().message;
+        assert!(
+            message.starts_with(
+                "the windows of this namespace hold 2 nodes; 1 pods, 1 nodes protected"
+            ),
+            "{message}"
+        );
+        assert!(s.ready_at.is_none());
+        assert_eq!((s.protected.pods, s.protected.nodes), (1, 1));
     }
 
     #[test]

@@ -209,6 +209,7 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
             protect: Default::default(),
             active: false,
             expires_at: Timestamp::now(),
+            admitted: None,
         };
         match ctx
             .writer

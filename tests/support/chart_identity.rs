@@ -38,18 +38,27 @@ impl ChartIdentity {
 
     /// As [`ChartIdentity::install`], with more `helm template` arguments (`--set …`).
     pub fn install_with(ns: &str, values: &[&str]) -> ChartIdentity {
+        Self::install_templates(ns, &[], values)
+    }
+
+    /// As [`ChartIdentity::install`], with the chart's FlowSchemas and
+    /// PriorityLevelConfigurations for its ServiceAccount too (deleted on drop).
+    pub fn install_with_flow_control(ns: &str) -> ChartIdentity {
+        Self::install_templates(ns, &["templates/flowcontrol.yaml"], &[])
+    }
+
+    fn install_templates(ns: &str, extra: &[&str], values: &[&str]) -> ChartIdentity {
         let release = format!("dg-{}", &ns[ns.len().saturating_sub(8)..]);
-        let mut rendered = render(
-            &release,
-            ns,
-            &[
-                "templates/serviceaccount.yaml",
-                "templates/rbac.yaml",
-                "templates/user-roles.yaml",
-                "templates/admission-policy.yaml",
-            ],
-            values,
-        );
+        let templates: Vec<&str> = [
+            "templates/serviceaccount.yaml",
+            "templates/rbac.yaml",
+            "templates/user-roles.yaml",
+            "templates/admission-policy.yaml",
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+        let mut rendered = render(&release, ns, &templates, values);
         let only_ns = format!("namespaces={{{ns}}}");
         let scoped: Vec<&str> = values.iter().copied().chain(["--set", &only_ns]).collect();
         rendered.extend(render(

@@ -93,3 +93,13 @@ would then open windows on every cluster that trusts the same subject.
 disruption-guard
 {{- end -}}
 {{- end -}}
+
+{{/*
+The operator's ServiceAccount as a FlowSchema subject (templates/flowcontrol.yaml).
+*/}}
+{{- define "disruption-guard.flowSubject" -}}
+- kind: ServiceAccount
+  serviceAccount:
+    name: {{ include "disruption-guard.serviceAccountName" . }}
+    namespace: {{ .Release.Namespace }}
+{{- end }}

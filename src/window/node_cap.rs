@@ -1,0 +1,188 @@
+//! The cap on the nodes the windows of one namespace hold at once
+//! (`--max-nodes-per-namespace`). Pure: the namespace's Active windows in the order they
+//! opened and the world in, the pods one window may protect out.
+//!
+//! Protection comes in units, each holding a set of nodes: a workload's PDB holds every node
+//! its live pods run on (the PDB covers them all, selected or not); a pod protected by
+//! annotations only (a DaemonSet's, a bare pod's, or any pod when the window writes no PDB)
+//! holds its own node. Units are admitted window by window in opening order, in name order
+//! within a window, while the nodes held stay within the cap; a unit whose nodes are all held
+//! already (by any window of the namespace) costs nothing. What a window holds now (its field
+//! manager on a pod, a node or a PDB) is counted first and never taken back: a unit the
+//! window already protects stays admitted, even when its workload has since spread further.
+//! Every replica and every reconcile computes the same order from the same caches, so windows
+//! reconciled at the same time do not each take the last free node.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::model::{WindowFacts, World, is_live, labels, selected_pods, workload_of};
+use super::selector;
+use crate::k8s::fields::{has_manager, holds_fields};
+use crate::resources::PodDigest;
+
+/// The `Ready` reason of a window that the cap keeps from protecting all it selects.
+pub const NODE_LIMIT: &str = "NodeLimit";
+
+/// What the cap lets one window protect.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Admission {
+    /// The selected pods the window may protect; None: all of them (nothing refused).
+    pub pods: Option<BTreeSet<String>>,
+    /// The refused units (`Deployment/api`, `pod/agent-x`), for the window's status.
+    pub refused: Vec<String>,
+    /// Nodes the namespace's windows hold once every admitted unit is protected.
+    pub held: usize,
+}
+
+impl Admission {
+    /// The `Ready=False` message of a window with refused units, None when nothing was refused.
+    pub fn refusal(&self, cap: u32) -> Option<String> {
+        if self.refused.is_empty() {
+            return None;
+        }
+        let shown: Vec<&str> = self.refused.iter().take(5).map(String::as_str).collect();
+        let more = self.refused.len().saturating_sub(shown.len());
+        Some(format!(
+            "the windows of this namespace hold {} nodes, the most allowed \
+             (--max-nodes-per-namespace={cap}); not protected: {}{}",
+            self.held,
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ))
+    }
+}
+
+/// One piece of protection and the nodes it holds.
+struct Unit {
+    key: String,
+    pods: BTreeSet<String>,
+    nodes: BTreeSet<String>,
+    /// The window protects it now (its manager on one of the pods, or on the PDB).
+    held: bool,
+}
+
+/// The live pods of the window's namespace.
+fn namespace_pods<'a>(window: &WindowFacts, world: &'a World) -> Vec<&'a Arc<PodDigest>> {
+    world
+        .pods
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(window.namespace.as_str()))
+        .filter(|p| is_live(p))
+        .collect()
+}
+
+/// The units of `window`'s selection.
+fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
+    let manager = window.manager();
+    let ns_pods = namespace_pods(window, world);
+    let mut units: BTreeMap<String, Unit> = BTreeMap::new();
+    for pod in selected_pods(window, &world.pods) {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let workload = window
+            .protect
+            .pod_disruption_budgets
+            .then(|| workload_of(pod, world).ok().flatten())
+            .flatten();
+        let (key, covered, pdb_held) = match &workload {
+            Some(w) => {
+                let covered: Vec<&Arc<PodDigest>> = ns_pods
+                    .iter()
+                    .copied()
+                    .filter(|p| selector::matches(&w.selector, labels(&p.metadata)))
+                    .collect();
+                let pdb = w.pdb_name();
+                let pdb_held = world.pdbs.iter().any(|p| {
+                    p.metadata.name.as_deref() == Some(pdb.as_str())
+                        && p.metadata.namespace.as_deref() == Some(window.namespace.as_str())
+                        && holds_fields(&p.metadata, &manager)
+                });
+                (format!("{}/{}", w.kind, w.name), covered, pdb_held)
+            }
+            None => (format!("pod/{name}"), vec![pod], false),
+        };
+        let unit = units.entry(key.clone()).or_insert_with(|| Unit {
+            key,
+            pods: BTreeSet::new(),
+            nodes: BTreeSet::new(),
+            held: pdb_held,
+        });
+        unit.pods.insert(name);
+        unit.held |= has_manager(&pod.metadata, &manager);
+        unit.nodes.extend(
+            covered
+                .iter()
+                .chain([&pod])
+                .filter_map(|p| p.node_name())
+                .map(str::to_string),
+        );
+    }
+    units.into_values().collect()
+}
+
+/// The nodes `window` holds now: those its manager annotated, those of the pods it annotated,
+/// and those of the live pods its PDBs cover.
+fn held_nodes(window: &WindowFacts, world: &World) -> BTreeSet<String> {
+    let manager = window.manager();
+    let ns_pods = namespace_pods(window, world);
+    let mut held: BTreeSet<String> = world
+        .nodes
+        .iter()
+        .filter(|n| has_manager(&n.metadata, &manager))
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    for pod in &ns_pods {
+        if has_manager(&pod.metadata, &manager) {
+            held.extend(pod.node_name().map(str::to_string));
+        }
+    }
+    for pdb in world.pdbs.iter().filter(|p| {
+        p.metadata.namespace.as_deref() == Some(window.namespace.as_str())
+            && holds_fields(&p.metadata, &manager)
+    }) {
+        let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+            continue;
+        };
+        for pod in &ns_pods {
+            if selector::matches(selector, labels(&pod.metadata)) {
+                held.extend(pod.node_name().map(str::to_string));
+            }
+        }
+    }
+    held
+}
+
+/// What the cap lets the window `uid` protect, given the namespace's Active windows in the
+/// order they opened (`windows`, `uid` among them) and `cap` (0: no cap).
+pub fn admit(cap: u32, windows: &[WindowFacts], uid: &str, world: &World) -> Admission {
+    if cap == 0 {
+        return Admission::default();
+    }
+    let cap = cap as usize;
+    let mut total: BTreeSet<String> = windows.iter().flat_map(|w| held_nodes(w, world)).collect();
+    let mut mine = Admission::default();
+    for window in windows {
+        let this = window.uid == uid;
+        let mut admitted = BTreeSet::new();
+        let mut refused = Vec::new();
+        for unit in units(window, world) {
+            let new = unit.nodes.difference(&total).count();
+            if new == 0 || unit.held || total.len() + new <= cap {
+                total.extend(unit.nodes);
+                admitted.extend(unit.pods);
+            } else {
+                refused.push(unit.key);
+            }
+        }
+        if this {
+            mine.pods = (!refused.is_empty()).then_some(admitted);
+            mine.refused = refused;
+        }
+    }
+    mine.held = total.len();
+    mine
+}
