@@ -25,7 +25,7 @@ const PDBS: usize = 1000;
 const ANNOTATION_BYTES: usize = 250_000;
 /// How much the operator's resident memory may grow over its own baseline (MiB); keeping the
 /// annotations would take about 240.
-const FLAT_MIB: u64 = 40;
+const FLAT_MIB: u64 = 20;
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0

@@ -99,9 +99,20 @@ impl Default for ApiMetrics {
     }
 }
 
+/// The reasons `api_ci_token_refusals_total` counts, exported at zero from the start.
+const CI_REFUSAL_REASONS: [&str; 4] = ["ttl", "selector", "protect.daemonSets", "keys_unavailable"];
+/// The results `api_oidc_key_fetches_total` counts, exported at zero from the start.
+const KEY_FETCH_RESULTS: [&str; 3] = ["fetched", "failed", "too_many_keys"];
+
 impl ApiMetrics {
     /// Registers every family with the operator's registry.
     pub fn register(&self, registry: &mut Registry) {
+        for reason in CI_REFUSAL_REASONS {
+            let _ = self.ci_refusals.get_or_create(&CiRefusalLabels { reason });
+        }
+        for result in KEY_FETCH_RESULTS {
+            let _ = self.key_fetches.get_or_create(&KeyFetchLabels { result });
+        }
         registry.register(
             "api_requests",
             "HTTP API requests by method, route template and status code",

@@ -51,7 +51,6 @@ impl DrainStores {
                 "drain-namespaces",
                 Api::<Decoded<PartialObjectMeta<Namespace>>>::all(client.clone()),
                 watcher::Config::default().labels(selector),
-                |ns| ns.metadata.managed_fields = None,
                 writer,
                 ready.clone(),
                 move |event| {

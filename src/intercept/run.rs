@@ -46,10 +46,6 @@ where
         "namespaces",
         Api::<Decoded<PartialObjectMeta<Namespace>>>::all(runtime.client.clone()),
         &runtime.ready,
-        |ns| {
-            ns.metadata.managed_fields = None;
-            ns.metadata.annotations = None;
-        },
     );
     let stores = handler::Stores {
         pods: caches.pods.clone(),

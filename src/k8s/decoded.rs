@@ -28,6 +28,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::trim::Keep;
+
 /// One object as read from the API server.
 #[derive(Clone, Debug)]
 pub enum Decoded<K> {
@@ -68,11 +70,14 @@ impl<K> Decoded<K> {
     }
 }
 
-impl<K: DeserializeOwned> Decoded<K> {
-    /// Decodes one object from its JSON text.
+impl<K: DeserializeOwned + Keep> Decoded<K> {
+    /// Decodes one object from its JSON text, keeping of it what the caches keep ([`Keep`]).
     pub fn from_json(text: &str) -> Self {
         let first = match serde_json::from_str::<K>(text) {
-            Ok(object) => return Decoded::Object(object),
+            Ok(mut object) => {
+                object.keep();
+                return Decoded::Object(object);
+            }
             Err(error) => error,
         };
         let refused = |reason: &dyn std::fmt::Display| {
@@ -90,7 +95,8 @@ impl<K: DeserializeOwned> Decoded<K> {
             return refused(&first);
         }
         match serde_json::from_value::<K>(value) {
-            Ok(object) => {
+            Ok(mut object) => {
+                object.keep();
                 clamped.truncate(MAX_CLAMPED_LISTED);
                 Decoded::Clamped { object, clamped }
             }
@@ -99,7 +105,7 @@ impl<K: DeserializeOwned> Decoded<K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
+impl<'de, K: DeserializeOwned + Keep> Deserialize<'de> for Decoded<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         // Only the JSON syntax can fail the list; the object's contents fail only itself.
         let raw = Box::<RawValue>::deserialize(d)?;
@@ -251,8 +257,8 @@ mod tests {
         format!(
             r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"a",
             "uid":"u-{name}","resourceVersion":"7","creationTimestamp":"2026-01-01T00:00:00Z",
-            "annotations":{{"note":"{time}"}},
-            "managedFields":[{{"manager":"kubectl","operation":"Update","time":"{time}"}}]}},
+            "annotations":{{"disruption-guard.io/note":"{time}"}},
+            "managedFields":[{{"manager":"disruption-guard/w","operation":"Apply","time":"{time}"}}]}},
             "spec":{{"replicas":1,"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{}}}}}}"#
         )
     }
@@ -282,7 +288,7 @@ mod tests {
         assert_eq!(entry.time.as_ref().unwrap().0, Timestamp::MAX);
         // The annotation, a plain string to every reader, is kept as sent.
         assert_eq!(
-            object.metadata.annotations.as_ref().unwrap()["note"],
+            object.metadata.annotations.as_ref().unwrap()["disruption-guard.io/note"],
             "9999-12-31T23:59:59Z"
         );
     }

@@ -27,13 +27,75 @@ use k8s_openapi::api::apps::v1::{
 };
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node, NodeSpec, Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use kube::core::PartialObjectMeta;
 
 use super::fields::keep_own_entries;
-use crate::resources::CITrust;
 use crate::resources::names::{RESTARTED_AT, read_by_the_guard};
+use crate::resources::{CITrust, PodDigest, TestWindow};
+
+/// A kind the operator caches, and what its caches keep of it. Applied to each object as it is
+/// decoded ([`super::decoded`]): what is dropped is never held for more than one object at a
+/// time, however large the page of a list it came in.
+pub trait Keep {
+    /// Drops what no reader of the caches reads.
+    fn keep(&mut self);
+}
+
+macro_rules! keep_with {
+    ($($kind:ty => $trim:expr),* $(,)?) => {$(
+        impl Keep for $kind {
+            fn keep(&mut self) {
+                $trim(self)
+            }
+        }
+    )*};
+}
+
+keep_with!(
+    Node => node,
+    ReplicaSet => replica_set,
+    StatefulSet => stateful_set,
+    Deployment => deployment,
+    PodDisruptionBudget => pdb,
+    CITrust => ci_trust,
+    PodDigest => PodDigest::trim,
+    Namespace => namespace,
+    PartialObjectMeta<Namespace> => |ns: &mut PartialObjectMeta<Namespace>| namespace_meta(&mut ns.metadata),
+    PartialObjectMeta<Pod> => |pod: &mut PartialObjectMeta<Pod>| {
+        keep_own_entries(&mut pod.metadata);
+        keep_read_annotations(&mut pod.metadata);
+    },
+    DynamicObject => |claim: &mut DynamicObject| keep_own_entries(&mut claim.metadata),
+    // Windows are read whole; the sweep reads only their uid.
+    TestWindow => |_: &mut TestWindow| {},
+    PartialObjectMeta<TestWindow> => |_: &mut PartialObjectMeta<TestWindow>| {},
+);
+
+/// Keeps a namespace's labels (selectors match them) and name.
+fn namespace(ns: &mut Namespace) {
+    namespace_meta(&mut ns.metadata);
+    ns.spec = None;
+    ns.status = None;
+}
+
+fn namespace_meta(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    meta.annotations = None;
+}
+
+/// Keeps, of an object's annotations, only the keys the operator reads.
+fn keep_read_annotations(meta: &mut ObjectMeta) {
+    if let Some(entries) = meta.annotations.as_mut() {
+        entries.retain(|key, _| read_by_the_guard(key));
+        if entries.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
 
 /// Keeps what plans and reports read of a node: its disruption marks.
 pub fn node(node: &mut Node) {

@@ -92,6 +92,7 @@ pub struct OperatorArgs {
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     // Flags that cannot work are refused before anything connects.
     args.api.audience().map_err(anyhow::Error::msg)?;
+    crate::runtime::memory::return_large_buffers_at_once();
     let kube_config = kube::Config::infer()
         .await
         .context("reading the Kubernetes configuration (in-cluster or KUBECONFIG)")?;

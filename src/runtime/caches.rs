@@ -39,7 +39,6 @@ pub use super::reflect::{Cacheable, NodeTrigger, decoded, reflect, scoped};
 use super::reflect::{hand_on, list_in_small_pages};
 use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::{self, Signal};
-use crate::k8s::trim;
 use crate::resources::citrust::CI_TRUST_LABEL;
 use crate::resources::{CITrust, PodDigest};
 
@@ -118,7 +117,6 @@ impl Caches {
             "nodes",
             Api::<Decoded<Node>>::all(client.clone()),
             list_in_small_pages(),
-            trim::node,
             writer,
             ready.clone(),
             move |event| {
@@ -128,30 +126,15 @@ impl Caches {
             },
         );
 
-        let (replica_sets, rs_task) = watch_workloads(
-            "replicasets",
-            client,
-            ready,
-            scope,
-            trim::replica_set,
-            &drain,
-            |_| {},
-        );
-        let (deployments, dep_task) = watch_workloads(
-            "deployments",
-            client,
-            ready,
-            scope,
-            trim::deployment,
-            &drain,
-            |_| {},
-        );
+        let (replica_sets, rs_task) =
+            watch_workloads("replicasets", client, ready, scope, &drain, |_| {});
+        let (deployments, dep_task) =
+            watch_workloads("deployments", client, ready, scope, &drain, |_| {});
         let (pdbs, pdb_task) = watch_workloads(
             "poddisruptionbudgets",
             client,
             ready,
             scope,
-            trim::pdb,
             &drain,
             move |event| {
                 // A closed receiver means its consumer stopped (shutdown): nothing to do.
@@ -211,12 +194,7 @@ pub fn ci_trusts(
     ready: &Arc<Readiness>,
     scope: Option<&str>,
 ) -> (Store<CITrust>, Store<Namespace>, Tasks) {
-    let (trusts, trusts_task) = read_only(
-        "citrusts",
-        decoded::<CITrust>(client, scope),
-        ready,
-        trim::ci_trust,
-    );
+    let (trusts, trusts_task) = read_only("citrusts", decoded::<CITrust>(client, scope), ready);
     let (namespaces, writer) = reflector::store();
     // Any value: `False` forbids as `false` does, and label selectors are case-sensitive.
     let selector = CI_TRUST_LABEL.to_string();
@@ -224,12 +202,6 @@ pub fn ci_trusts(
         "namespaces-without-ci-trust",
         Api::<Decoded<Namespace>>::all(client.clone()),
         watcher::Config::default().labels(&selector),
-        |n: &mut Namespace| {
-            n.metadata.managed_fields = None;
-            n.metadata.annotations = None;
-            n.spec = None;
-            n.status = None;
-        },
         writer,
         ready.clone(),
         |_| {},
@@ -237,31 +209,28 @@ pub fn ci_trusts(
     (trusts, namespaces, Tasks(vec![trusts_task, ns_task]))
 }
 
-/// A store of `api` (trimmed by `trim`) that is only read, driven by its own task.
+/// A store of `api` that is only read, driven by its own task.
 pub fn read_only<K: Cacheable>(
     name: &'static str,
     api: Api<Decoded<K>>,
     ready: &Arc<Readiness>,
-    trim: fn(&mut K),
 ) -> (Store<K>, JoinHandle<()>) {
-    store_of(name, api, ready, trim, |_| {})
+    store_of(name, api, ready, |_| {})
 }
 
-/// A store of all of `api` (trimmed by `trim`), driven by its own task; each event is shown to
-/// `on_event`.
+/// A store of all of `api`, listed in small pages and driven by its own task; each event is
+/// shown to `on_event`.
 fn store_of<K: Cacheable>(
     name: &'static str,
     api: Api<Decoded<K>>,
     ready: &Arc<Readiness>,
-    trim: fn(&mut K),
     on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
 ) -> (Store<K>, JoinHandle<()>) {
     let (store, writer) = reflector::store();
     let task = reflect(
         name,
         api,
-        watcher::Config::default(),
-        trim,
+        list_in_small_pages(),
         writer,
         ready.clone(),
         on_event,
@@ -276,7 +245,6 @@ fn watch_workloads<K>(
     client: &Client,
     ready: &Arc<Readiness>,
     scope: Option<&str>,
-    trim: fn(&mut K),
     drain: &UnboundedSender<NodeTrigger>,
     mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> (Store<K>, JoinHandle<()>)
@@ -284,21 +252,15 @@ where
     K: Cacheable + Resource<Scope = NamespaceResourceScope>,
 {
     let drain = drain.clone();
-    store_of(
-        name,
-        decoded::<K>(client, scope),
-        ready,
-        trim,
-        move |event| {
-            if matches!(
-                event,
-                watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
-            ) {
-                let _ = drain.send(NodeTrigger::All);
-            }
-            on_event(&event);
-        },
-    )
+    store_of(name, decoded::<K>(client, scope), ready, move |event| {
+        if matches!(
+            event,
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
+        ) {
+            let _ = drain.send(NodeTrigger::All);
+        }
+        on_event(&event);
+    })
 }
 
 /// Keeps a pod scope for each node being disrupted, from the node watch's events.

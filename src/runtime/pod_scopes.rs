@@ -307,7 +307,6 @@ impl Pods {
             "pods",
             api,
             config,
-            PodDigest::trim,
             writer,
             inner.ready.clone(),
             move |event: watcher::Event<PodDigest>| {

@@ -24,6 +24,7 @@ use super::Readiness;
 use super::readable::readable;
 use crate::k8s::decoded::Decoded;
 use crate::k8s::stub::Stub;
+use crate::k8s::trim::Keep;
 
 /// What a change in the caches asks a node-keyed consumer (the drain watcher) to look at again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +54,7 @@ where
 pub trait Cacheable:
     Resource<DynamicType = ()>
     + Stub
+    + Keep
     + Clone
     + DeserializeOwned
     + std::fmt::Debug
@@ -65,6 +67,7 @@ pub trait Cacheable:
 impl<K> Cacheable for K where
     K: Resource<DynamicType = ()>
         + Stub
+        + Keep
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
@@ -96,12 +99,13 @@ where
     scoped::<Decoded<K>>(client, scope)
 }
 
-/// Starts a watch of `api` (with `config`) into the store `writer` feeds, each object trimmed
-/// by `trim`; every event, once the store took it, is shown to `on_event`. The one way the
-/// operator starts a shared cache; the task runs until aborted.
+/// Starts a watch of `source` (with `config`) into the store `writer` feeds; every event, once
+/// the store took it, is shown to `on_event`. The one way the operator starts a shared cache;
+/// the task runs until aborted.
 ///
-/// Objects are read one at a time ([`Decoded`]): one the operator cannot represent is left out
-/// of the store and reported ([`Readiness::refusals`]), and the rest of its list is served.
+/// Objects are read one at a time ([`Decoded`]), each trimmed as it is decoded to what its
+/// kind's caches keep ([`Keep`]): one the operator cannot represent is left out of the store and
+/// reported ([`Readiness::refusals`]), and the rest of its list is served.
 ///
 /// The task supervises its watch: should the watch panic (a parser deep inside the client, a
 /// bug in `on_event`) or its stream end, that is logged as an error, `ready` says the replica
@@ -112,13 +116,12 @@ pub fn reflect<K>(
     name: &'static str,
     source: impl Into<Source<K>>,
     config: watcher::Config,
-    trim: fn(&mut K),
     mut writer: reflector::store::Writer<K>,
     ready: Arc<Readiness>,
     mut on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
 ) -> JoinHandle<()>
 where
-    K: Resource + Stub + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource + Stub + Keep + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
 {
     let Source { api, dt } = source.into();
@@ -126,7 +129,7 @@ where
         let mut deaths: u32 = 0;
         loop {
             let decoded = watcher(api.clone(), config.clone()).default_backoff();
-            let stream = readable(name, dt.clone(), ready.clone(), decoded).modify(trim);
+            let stream = readable(name, dt.clone(), ready.clone(), decoded);
             let mut stream = std::pin::pin!(stream);
             let why = loop {
                 let event = match AssertUnwindSafe(stream.next()).catch_unwind().await {
@@ -146,6 +149,9 @@ where
                 if listed {
                     deaths = 0;
                     ready.watch_listed(name);
+                    // A list's pages are parsed and dropped: give their memory back now, not
+                    // only after start-up (a watch lists again whenever it loses its place).
+                    super::memory::release_free_pages();
                 }
             };
             deaths = deaths.saturating_add(1);

@@ -108,14 +108,8 @@ impl Context {
     pub async fn fresh_world(&self, ns: &str) -> Result<World, kube::Error> {
         let client = self.runtime.client.clone();
         let lp = ListParams::default();
-        fn arcs<K>(items: Vec<K>, strip: impl Fn(&mut K)) -> Vec<Arc<K>> {
-            items
-                .into_iter()
-                .map(|mut k| {
-                    strip(&mut k);
-                    Arc::new(k)
-                })
-                .collect()
+        fn arcs<K>(items: Vec<K>) -> Vec<Arc<K>> {
+            items.into_iter().map(Arc::new).collect()
         }
         // Read one object at a time: one a tenant stored out of range never fails a release.
         let refusals = &self.runtime.ready.refusals;
@@ -138,17 +132,12 @@ impl Context {
             }
             None => None,
         };
+        // Each object was trimmed as it was decoded, as the caches' are.
         let mut world = self.world(ns);
-        world.pods = pods
-            .into_iter()
-            .map(|mut p| {
-                p.trim();
-                Arc::new(p)
-            })
-            .collect();
-        world.nodes = arcs(nodes, crate::k8s::trim::node);
-        world.pdbs = arcs(pdbs, |_| {});
-        world.node_claims = node_claims.map(|c| arcs(c, |_| {}));
+        world.pods = arcs(pods);
+        world.nodes = arcs(nodes);
+        world.pdbs = arcs(pdbs);
+        world.node_claims = node_claims.map(arcs);
         Ok(world)
     }
 

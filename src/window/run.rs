@@ -17,7 +17,6 @@ use super::startup::{GATE, startup};
 use super::{WindowArgs, WindowMetrics, apply, reconcile, wakeups};
 use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
-use crate::k8s::trim;
 use crate::resources::TestWindow;
 use crate::runtime::caches::reflect;
 use crate::runtime::caches::{Caches, ChangeFeed};
@@ -62,7 +61,6 @@ pub async fn run(
         "testwindows",
         runtime.api::<Decoded<TestWindow>>(),
         watcher::Config::default(),
-        |_| {},
         windows_writer,
         runtime.ready.clone(),
         move |event| {
@@ -85,7 +83,6 @@ pub async fn run(
         "statefulsets",
         runtime.api::<Decoded<StatefulSet>>(),
         &runtime.ready,
-        trim::stateful_set,
     );
     let claim_resource = wakeups::discover_node_claims(&client).await;
     let (node_claims, claim_wakeups, claims_task) = match &claim_resource {

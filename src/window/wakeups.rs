@@ -20,7 +20,6 @@ use tracing::info;
 use super::changes::{self, Change, Changes};
 use super::triggers::{PdbTriggers, windows_for, windows_of_pods};
 use crate::k8s::decoded::Decoded;
-use crate::k8s::fields::keep_own_entries;
 use crate::resources::{PodDigest, TestWindow};
 use crate::runtime::caches::reflect;
 use crate::runtime::reflect::Source;
@@ -168,7 +167,6 @@ pub fn node_claims(
             dt: ar.clone(),
         },
         watcher::Config::default(),
-        |c: &mut DynamicObject| keep_own_entries(&mut c.metadata),
         writer,
         ready.clone(),
         move |event| match event {
