@@ -451,3 +451,20 @@ async fn one_users_flood_of_holds_drains_only_its_own_bucket() {
         "the drainer, through the same API server, has a bucket of its own"
     );
 }
+
+#[tokio::test]
+async fn a_review_whose_eviction_names_another_pod_holds_nothing_and_starts_nothing() {
+    let f = fixture(rolling(), false);
+    let mut forged: Value =
+        serde_json::from_slice(&body("v1", "web-abc", json!({}), false)).unwrap();
+    forged["request"]["object"]["metadata"]["name"] = json!("decoy");
+    let answer = post(&f.state, serde_json::to_vec(&forged).unwrap()).await;
+    assert_eq!(answer["allowed"], true);
+    assert!(f.actions.rollouts.lock().unwrap().is_empty());
+    assert!(f.actions.holds.lock().unwrap().is_empty());
+    let out = metrics(&f.state);
+    assert!(
+        out.contains("intercept_allowed_total{reason=\"malformed\"} 1\n"),
+        "{out}"
+    );
+}
