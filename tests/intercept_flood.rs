@@ -137,7 +137,7 @@ async fn one_tenants_flood_of_evictions_leaves_another_namespaces_lone_replica_h
                 for round in 0..FLOOD / AT_ONCE {
                     let batch = (0..AT_ONCE).map(|i| {
                         let n = round * AT_ONCE + i;
-                        let pod = if n % 10 == 0 {
+                        let pod = if n.is_multiple_of(10) {
                             own.clone()
                         } else {
                             format!("ghost-{n}")
