@@ -819,6 +819,75 @@ fn the_network_policy_lets_only_the_named_peers_reach_the_webhook() {
 }
 
 #[test]
+fn the_network_policy_admits_only_the_control_plane_cidrs_to_the_webhook_port() {
+    let objects = rendered(
+        "networkPolicy: {enabled: true, controlPlaneCIDRs: [10.0.0.0/16, \"fd00::/8\"]}\n",
+        &[],
+    );
+    let policy = find(&objects, "NetworkPolicy", None);
+    let rules = policy["spec"]["ingress"].as_array().unwrap();
+    let webhook = rules
+        .iter()
+        .find(|rule| rule["ports"][0]["port"] == "webhook")
+        .expect("a rule for the webhook port");
+    assert_eq!(
+        webhook["from"],
+        serde_json::json!([
+            {"ipBlock": {"cidr": "10.0.0.0/16"}},
+            {"ipBlock": {"cidr": "fd00::/8"}}
+        ])
+    );
+    // The API and admin ports keep their own rules (anyone, unless apiFrom/adminFrom say).
+    for port in ["api", "admin"] {
+        let rule = rules
+            .iter()
+            .find(|rule| rule["ports"][0]["port"] == port)
+            .unwrap_or_else(|| panic!("a rule for the {port} port"));
+        assert!(rule["from"].is_null(), "{rule}");
+    }
+    // Off by default: no policy at all.
+    let defaults = rendered("{}\n", &[]);
+    assert!(!defaults.iter().any(|o| o["kind"] == "NetworkPolicy"));
+}
+
+#[test]
+fn a_network_policy_without_the_control_planes_addresses_is_refused_naming_the_value() {
+    let out = template("networkPolicy: {enabled: true}\n", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "rendered a webhook port open to anyone"
+    );
+    assert!(
+        stderr.contains("networkPolicy.controlPlaneCIDRs"),
+        "{stderr}"
+    );
+    // Without the webhook there is nothing to admit the control plane to.
+    let objects = rendered(
+        "networkPolicy: {enabled: true}\nintercept: {enabled: false}\n",
+        &[],
+    );
+    let policy = find(&objects, "NetworkPolicy", None);
+    assert!(
+        !policy["spec"]["ingress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|rule| rule["ports"][0]["port"] == "webhook")
+    );
+    let out = template(
+        "networkPolicy: {enabled: true, controlPlaneCIDRs: [everyone]}\n",
+        &[],
+    );
+    assert!(!out.status.success(), "accepted a CIDR that is none");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("controlPlaneCIDRs"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
     let objects = rendered("{}\n", &[]);
     let crds: Vec<&serde_json::Value> = objects

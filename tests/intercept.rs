@@ -4,8 +4,8 @@
 //! answers 429 for a lone replica on a node being disrupted while its Deployment rolls out — no
 //! PDB, no window. And its bounds: what a rollout cannot save is let through at once, a rollout
 //! that cannot finish is let through after `--intercept-timeout`, an eviction of a pod that is
-//! gone or another one is never held, a dead operator holds nothing (fail open), and reviews
-//! over the rate limit are let through untouched.
+//! gone or another one is never held, a dead operator holds nothing (fail open), and holds
+//! over a requester's rate limit are let through untouched.
 //!
 //! Every test uses private kwok nodes (labelled `disruption-guard.io/test=<ns>`), as the drain
 //! tests do. The new pods take a second or two to become Ready (kwok's ready delay), like a
@@ -417,16 +417,15 @@ async fn over_the_rate_limit_an_eviction_is_let_through_untouched_and_counted() 
         let pod = deploy_on(&client, &ns, lone(&ns, "web"), &a).await;
         let name = pod.metadata.name.clone().unwrap();
         cordon(&a);
-        // One review per second per client address, no burst: the API server's second
-        // eviction within a second is over the limit.
+        // One hold per second per requester (address, user, namespace), no burst: the same
+        // user's second eviction within a second is over the limit.
         let op = Operator::intercepting(
             &ns,
             &["--intercept-rate-limit=1", "--intercept-rate-burst=1"],
         )
         .await;
+        // The dry runs it sends are allowed from the caches and take no token.
         until_in_effect(&client, &op, &ns, &name).await;
-        // The dry runs above took the bucket's token; a second refills it.
-        tokio::time::sleep(Duration::from_millis(1100)).await;
 
         let (first, message) = evict(&client, &ns, &name, None).await;
         assert_eq!(

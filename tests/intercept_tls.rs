@@ -169,10 +169,18 @@ async fn the_api_server_calls_the_webhook_over_tls_with_the_managed_ca_across_re
             .route(registration::PATH, post(review))
             .with_state(seen.clone());
         let shutdown = CancellationToken::new();
+        let limits = disruption_guard::runtime::limited_server::ConnectionLimits {
+            max_connections: 100,
+            per_address: 100,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Some(Duration::from_secs(60)),
+        };
         tokio::spawn(tls::serve_on(
             listener,
             router,
             resolver.clone(),
+            limits,
+            std::sync::Arc::new(disruption_guard::intercept::InterceptMetrics::default()),
             shutdown.clone(),
         ));
         let refresher = CancellationToken::new();

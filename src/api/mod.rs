@@ -8,7 +8,6 @@
 //! - [`serve`]: the HTTP server, its connection cap and header-read timeout.
 //! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
 
-pub mod address_slots;
 mod args;
 pub mod auth;
 pub mod handlers;

@@ -11,6 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use ipnet::IpNet;
 
+use crate::runtime::address_slots::canonical;
 use crate::runtime::keyed_limit::KeyedLimit;
 
 /// Whose bucket a request takes its token from.
@@ -86,15 +87,6 @@ pub fn client_address(peer: IpAddr, forwarded: &[&str], trusted: &[IpNet]) -> Ip
         }
     }
     client
-}
-
-/// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`), as a client on a dual-stack socket is
-/// seen, as the IPv4 address it is.
-pub fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
 }
 
 #[cfg(test)]

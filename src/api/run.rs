@@ -139,6 +139,7 @@ pub async fn serve(
         ),
         header_read_timeout: args.header_read_timeout,
         per_address: args.max_connections_per_address as usize,
+        idle_timeout: None,
     };
     if limits.max_connections < args.max_connections as usize {
         warn!(

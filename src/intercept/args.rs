@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::{certs, decide, registration};
 use crate::k8s::signals::Signal;
+use crate::runtime::limited_server::ConnectionLimits;
 
 /// Flags of the eviction interception.
 #[derive(Debug, Clone, Args)]
@@ -50,8 +51,11 @@ pub struct InterceptArgs {
     )]
     pub intercept_service_port: u16,
 
-    /// Reviews per second each client address may send on average; over the limit a review
-    /// is allowed without being looked at (fail open, counted). 0 turns the limit off.
+    /// Reviews per second each requester (client address, requesting user and namespace) may
+    /// send on average, counting only reviews that could hold an eviction (those of pods the
+    /// cache does not hold, or on nodes not being disrupted, are answered at no cost); over the
+    /// limit a review is allowed without acting on it (fail open, counted). 0 turns the limit
+    /// off.
     #[arg(
         long,
         env = "DISRUPTION_GUARD_INTERCEPT_RATE_LIMIT",
@@ -59,13 +63,34 @@ pub struct InterceptArgs {
     )]
     pub intercept_rate_limit: u32,
 
-    /// Reviews each client address may send in a burst.
+    /// Reviews each requester may send in a burst.
     #[arg(
         long,
         env = "DISRUPTION_GUARD_INTERCEPT_RATE_BURST",
         default_value_t = 1000
     )]
     pub intercept_rate_burst: u32,
+
+    /// Webhook connections served at once; further clients wait to be accepted.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_MAX_CONNECTIONS", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub intercept_max_connections: u32,
+
+    /// Webhook connections one client address may have open at once; one more is closed at
+    /// once (the API server then lets the eviction through: fail open). The API server
+    /// multiplexes its reviews over a few HTTP/2 connections per instance.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub intercept_max_connections_per_address: u32,
+
+    /// Time a client has to send an HTTP/1 request's headers on the webhook port, from when
+    /// its connection opened or was answered; a slower (or idle) connection is closed.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = crate::resources::duration::parse)]
+    pub intercept_header_read_timeout: Duration,
+
+    /// A webhook connection (HTTP/2, or one that never sends a request) with no request in
+    /// flight for this long is closed (HTTP/2 GOAWAY); the API server opens a new one when it
+    /// next calls.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_IDLE_TIMEOUT", default_value = "60s", value_parser = crate::resources::duration::parse)]
+    pub intercept_idle_timeout: Duration,
 
     /// Secret holding the webhook's serving certificate and CA (created and renewed here).
     #[arg(
@@ -93,6 +118,18 @@ pub struct InterceptArgs {
         default_value = registration::NAME
     )]
     pub intercept_webhook: String,
+}
+
+impl InterceptArgs {
+    /// The webhook port's connection limits.
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: self.intercept_max_connections as usize,
+            per_address: self.intercept_max_connections_per_address as usize,
+            header_read_timeout: self.intercept_header_read_timeout,
+            idle_timeout: Some(self.intercept_idle_timeout),
+        }
+    }
 }
 
 /// What the interception shares with the drain watcher's flags: which node states mean a

@@ -184,6 +184,46 @@ fn the_uid_precondition_must_name_the_cached_pod() {
     assert_eq!(start_rollout(&case.decide()), Some(true));
 }
 
+/// What a review (forged or not) must match before it starts a rollout: the cached pod by
+/// namespace and name, its cached UID when the review gives one, on a cached node that is being
+/// disrupted. Anything else is let through and starts nothing.
+#[test]
+fn a_rollout_starts_only_for_the_cached_pod_on_a_cached_node_being_disrupted() {
+    type Change = fn(&mut Case);
+    let mismatches: [(&str, Change, AllowReason); 4] = [
+        (
+            "another uid",
+            |c| c.eviction.uid = Some("forged-uid".into()),
+            AllowReason::UidMismatch,
+        ),
+        (
+            "a pod the cache lacks",
+            |c| c.pod = None,
+            AllowReason::PodGone,
+        ),
+        (
+            "a node the cache lacks",
+            |c| c.node = None,
+            AllowReason::NodeNotDisrupted,
+        ),
+        (
+            "a node not disrupted",
+            |c| c.node = Some(node(json!({}))),
+            AllowReason::NodeNotDisrupted,
+        ),
+    ];
+    for (what, change, reason) in mismatches {
+        let mut case = Case::new();
+        change(&mut case);
+        let verdict = case.decide();
+        assert_eq!(start_rollout(&verdict), None, "{what}: {verdict:?}");
+        assert_eq!(case.allowed(), Some(reason), "{what}");
+    }
+    let mut matching = Case::new();
+    matching.eviction.uid = Some("pod-uid".into());
+    assert_eq!(start_rollout(&matching.decide()), Some(true));
+}
+
 #[test]
 fn terminating_pending_and_unready_pods_are_allowed() {
     let mut case = Case::new();

@@ -14,7 +14,7 @@
 //! holds whichever replica answers and however often replicas restart, even when the rollout
 //! patch keeps failing.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -35,6 +35,7 @@ use tracing::{debug, info, warn};
 use super::InterceptMetrics;
 use super::decide::{self, AllowReason, Eviction, Facts, Hold, Verdict};
 use super::denials::{Denials, Key, Skips};
+use super::limit::{Requester, ReviewLimiter};
 use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, RATE_LIMITED, TIMEOUT};
 use super::review::{self, Parsed};
 use crate::k8s::rollout::{self, NodeRef};
@@ -100,8 +101,9 @@ pub struct InterceptState {
     pub actions: Arc<dyn Actions>,
     /// True once every cache holds its first list; until then every eviction is allowed.
     pub synced: Arc<AtomicBool>,
-    /// The rate limit per client address; over it, reviews are allowed untouched.
-    pub limiter: Arc<super::limit::ReviewLimiter>,
+    /// The rate limit per requester, for reviews that could hold an eviction; over it, they
+    /// are allowed with nothing set going.
+    pub limiter: Arc<ReviewLimiter>,
 }
 
 /// The webhook's routes.
@@ -118,13 +120,10 @@ async fn review_eviction(
 ) -> Json<AdmissionReview<DynamicObject>> {
     let started = Instant::now();
     let client = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
-    if !state.limiter.allow(client) {
-        return Json(state.over_the_limit(&body));
-    }
     // A node whose disruption was seen a moment ago may not have its pods listed yet (a drain
     // cordons and evicts at once): wait for them, briefly, so its pods are known.
     state.stores.pods.nodes_settled(NODE_PODS_SETTLE).await;
-    let answer = state.answer(&body, Timestamp::now());
+    let answer = state.answer(&body, client, Timestamp::now());
     state
         .metrics
         .answer
@@ -133,21 +132,17 @@ async fn review_eviction(
 }
 
 impl InterceptState {
-    /// The answer to a review over the rate limit: allowed, nothing looked at or started.
-    pub fn over_the_limit(&self, body: &[u8]) -> AdmissionReview<DynamicObject> {
-        self.metrics.reviews.inc();
-        self.metrics.allow(RATE_LIMITED);
-        debug!("allowing a review over the rate limit");
-        match review::parse(body) {
-            Ok(Parsed::Eviction { request, .. } | Parsed::Other(request)) => {
-                review::allow(&request)
-            }
-            Err(malformed) => review::allow_unreadable(&malformed),
-        }
-    }
-
-    /// The answer to one review body.
-    pub fn answer(&self, body: &[u8], now: Timestamp) -> AdmissionReview<DynamicObject> {
+    /// The answer to one review body from `client`. Whatever cannot hold the eviction (no
+    /// eviction, caches not synced, out of scope, and every allow the caches decide: a pod they
+    /// do not hold, a node not being disrupted, …) is answered at no cost; only a verdict that
+    /// would hold it (a deny, or the timeout's allow) takes a token of the requester's bucket,
+    /// and over the limit the eviction is allowed with nothing set going.
+    pub fn answer(
+        &self,
+        body: &[u8],
+        client: Option<IpAddr>,
+        now: Timestamp,
+    ) -> AdmissionReview<DynamicObject> {
         let metrics = &self.metrics;
         metrics.reviews.inc();
         let (request, eviction) = match review::parse(body) {
@@ -172,7 +167,18 @@ impl InterceptState {
             return review::allow(&request);
         }
         let (ns, pod) = (&eviction.namespace, &eviction.name);
-        match self.decide(&eviction, now) {
+        let verdict = self.decide(&eviction, now);
+        let requester = Requester {
+            client,
+            username: request.user_info.username.as_deref().unwrap_or_default(),
+            namespace: ns,
+        };
+        if !matches!(verdict, Verdict::Allow(_)) && !self.limiter.allow(&requester) {
+            debug!(namespace = %ns, pod = %pod, username = requester.username, "allowing a review over the rate limit");
+            metrics.allow(RATE_LIMITED);
+            return review::allow(&request);
+        }
+        match verdict {
             Verdict::Allow(reason) => {
                 debug!(namespace = %ns, pod = %pod, reason = reason.as_str(), "eviction allowed");
                 metrics.allow(reason.as_str());

@@ -383,3 +383,88 @@ async fn a_client_over_the_rate_limit_is_allowed_untouched_and_counted() {
         "{out}"
     );
 }
+
+/// `body` as sent for `username`.
+fn as_user(body: Vec<u8>, username: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&body).unwrap();
+    v["request"]["userInfo"]["username"] = json!(username);
+    serde_json::to_vec(&v).unwrap()
+}
+
+#[tokio::test]
+async fn a_flood_of_evictions_of_pods_the_cache_does_not_hold_costs_no_token() {
+    let mut f = fixture(rolling(), false);
+    f.state.limiter = Arc::new(super::super::limit::ReviewLimiter::new(1, 2));
+    let apiserver: std::net::SocketAddr = "10.0.0.1:50000".parse().unwrap();
+    for i in 0..100 {
+        let flood = as_user(
+            body("v1", &format!("no-such-pod-{i}"), json!({}), false),
+            "system:serviceaccount:ns:tenant",
+        );
+        let answer = post_from(&f.state, flood, Some(apiserver)).await;
+        assert_eq!(answer["allowed"], true);
+    }
+    let held = post_from(
+        &f.state,
+        body("v1", "web-abc", json!({}), false),
+        Some(apiserver),
+    )
+    .await;
+    assert_eq!(held["allowed"], false, "the real eviction is still held");
+    assert_eq!(f.actions.rollouts.lock().unwrap().len(), 1);
+    let out = metrics(&f.state);
+    assert!(
+        out.contains("intercept_allowed_total{reason=\"pod_gone\"} 100\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("intercept_allowed_total{reason=\"rate_limited\"} 0\n"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn one_users_flood_of_holds_drains_only_its_own_bucket() {
+    let mut f = fixture(rolling(), false);
+    f.state.limiter = Arc::new(super::super::limit::ReviewLimiter::new(1, 2));
+    let apiserver: std::net::SocketAddr = "10.0.0.1:50000".parse().unwrap();
+    let flood = || {
+        as_user(
+            body("v1", "web-abc", json!({}), false),
+            "system:serviceaccount:ns:tenant",
+        )
+    };
+    for _ in 0..2 {
+        let answer = post_from(&f.state, flood(), Some(apiserver)).await;
+        assert_eq!(answer["allowed"], false, "within its burst: held");
+    }
+    let over = post_from(&f.state, flood(), Some(apiserver)).await;
+    assert_eq!(over["allowed"], true, "over its limit: fail open");
+    let drainer = post_from(
+        &f.state,
+        body("v1", "web-abc", json!({}), false),
+        Some(apiserver),
+    )
+    .await;
+    assert_eq!(
+        drainer["allowed"], false,
+        "the drainer, through the same API server, has a bucket of its own"
+    );
+}
+
+#[tokio::test]
+async fn a_review_whose_eviction_names_another_pod_holds_nothing_and_starts_nothing() {
+    let f = fixture(rolling(), false);
+    let mut forged: Value =
+        serde_json::from_slice(&body("v1", "web-abc", json!({}), false)).unwrap();
+    forged["request"]["object"]["metadata"]["name"] = json!("decoy");
+    let answer = post(&f.state, serde_json::to_vec(&forged).unwrap()).await;
+    assert_eq!(answer["allowed"], true);
+    assert!(f.actions.rollouts.lock().unwrap().is_empty());
+    assert!(f.actions.holds.lock().unwrap().is_empty());
+    let out = metrics(&f.state);
+    assert!(
+        out.contains("intercept_allowed_total{reason=\"malformed\"} 1\n"),
+        "{out}"
+    );
+}

@@ -1,13 +1,15 @@
 //! Metrics of the eviction interception: evictions reviewed, denied, allowed by reason,
 //! intercepts that hit the timeout, rollouts by result, the seconds from the first deny to the
-//! old pod gone, and how long an answer takes; and the webhook's health (registered, and its
-//! certificate's expiry), computed at scrape time by [`WebhookHealth`].
+//! old pod gone, and how long an answer takes; the webhook port's connections (open, refused
+//! per address, closed by a timeout: [`ConnectionEvents`]); and the webhook's health
+//! (registered, and its certificate's expiry), computed at scrape time by [`WebhookHealth`].
 //!
 //! Every `reason` and `result` series exists from registration on (at 0), so `rate()` and
 //! `increase()` see the first one.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -15,6 +17,7 @@ use super::decide::AllowReason;
 use super::health::WebhookHealth;
 use crate::runtime::held::HeldNodeSeconds;
 use crate::runtime::labels::{ReasonLabel, ResultLabel};
+use crate::runtime::limited_server::{ConnectionEvents, Timeout};
 
 /// Allowed after the timeout.
 pub const TIMEOUT: &str = "timeout";
@@ -49,6 +52,9 @@ pub const RESULTS: [&str; 6] = [
     "patch_failed",
 ];
 
+/// Every `reason` of `intercept_connections_timed_out_total`.
+const TIMED_OUT: [&str; 2] = ["header_read", "idle"];
+
 /// Metric families of the eviction interception.
 #[derive(Debug)]
 pub struct InterceptMetrics {
@@ -70,6 +76,12 @@ pub struct InterceptMetrics {
     pub health: std::sync::Arc<WebhookHealth>,
     /// Node-seconds held by held evictions (the family shared with the window controller).
     pub held: HeldNodeSeconds,
+    /// Webhook connections open now.
+    pub connections: Gauge,
+    /// Webhook connections refused: their address held `--intercept-max-connections-per-address`.
+    pub connections_refused_per_address: Counter,
+    /// Webhook connections closed by a timeout, by which (`header_read`, `idle`).
+    pub connections_timed_out: Family<ReasonLabel, Counter>,
 }
 
 impl Default for InterceptMetrics {
@@ -84,7 +96,17 @@ impl Default for InterceptMetrics {
             answer: Histogram::new(exponential_buckets(0.0001, 2.0, 14)),
             health: std::sync::Arc::default(),
             held: HeldNodeSeconds::default(),
+            connections: Gauge::default(),
+            connections_refused_per_address: Counter::default(),
+            connections_timed_out: Family::default(),
         };
+        for reason in TIMED_OUT {
+            drop(
+                metrics
+                    .connections_timed_out
+                    .get_or_create(&ReasonLabel { reason }),
+            );
+        }
         for reason in reasons() {
             drop(metrics.allowed.get_or_create(&ReasonLabel { reason }));
         }
@@ -134,6 +156,21 @@ impl InterceptMetrics {
             "Seconds the webhook took to answer an eviction review",
             self.answer.clone(),
         );
+        registry.register(
+            "intercept_connections",
+            "Webhook connections open now",
+            self.connections.clone(),
+        );
+        registry.register(
+            "intercept_connections_refused_per_address",
+            "Webhook connections closed at once because their client address held --intercept-max-connections-per-address",
+            self.connections_refused_per_address.clone(),
+        );
+        registry.register(
+            "intercept_connections_timed_out",
+            "Webhook connections closed because their HTTP/1 request headers did not arrive within --intercept-header-read-timeout (header_read) or no request was in flight for --intercept-idle-timeout (idle)",
+            self.connections_timed_out.clone(),
+        );
     }
 
     /// Counts one eviction let through.
@@ -144,6 +181,27 @@ impl InterceptMetrics {
     /// Counts one rollout attempt.
     pub fn rollout(&self, result: &'static str) {
         self.rollouts.get_or_create(&ResultLabel { result }).inc();
+    }
+}
+
+impl ConnectionEvents for InterceptMetrics {
+    fn opened(&self) {
+        self.connections.inc();
+    }
+    fn closed(&self) {
+        self.connections.dec();
+    }
+    fn refused_per_address(&self) {
+        self.connections_refused_per_address.inc();
+    }
+    fn timed_out(&self, ended: Timeout) {
+        let reason = match ended {
+            Timeout::HeaderRead => TIMED_OUT[0],
+            Timeout::Idle => TIMED_OUT[1],
+        };
+        self.connections_timed_out
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
     }
 }
 

@@ -8,7 +8,8 @@
 //! - [`review`]: the AdmissionReview wire format, in and out;
 //! - [`handler`]: `POST /evictions`, answered from the caches ([`handler::router`]);
 //! - [`denials`]: what this replica remembers of the evictions it held back;
-//! - [`limit`]: the rate limit per client address (over it: allowed untouched);
+//! - [`limit`]: the rate limit per requester (client address, user, namespace) of the reviews
+//!   that could hold an eviction (over it: allowed, nothing set going);
 //! - [`act`]: what a deny sets going beside the answer — the shared rollout, Events, the wait
 //!   for the old pod;
 //! - [`certs`]: the serving certificate and its CA, kept in a Secret all replicas share;

@@ -5,7 +5,9 @@
 //! Autoscaler and `kubectl drain` all retry. No `retryAfterSeconds`: the API server would turn
 //! it into silent client-side retries.
 //!
-//! The pod is `request.name` in `request.namespace`; the UID precondition is the Eviction's
+//! The pod is `request.name` in `request.namespace`, and the Eviction (`request.object`) must
+//! name the same pod, as every review the API server sends does (anything else is answered as
+//! unreadable: allowed, nothing looked at); the UID precondition is the Eviction's
 //! `deleteOptions.preconditions.uid`; a dry run is `request.dryRun` or the Eviction's
 //! `deleteOptions.dryRun`.
 
@@ -58,7 +60,19 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Malformed> {
     if !is_eviction {
         return Ok(Parsed::Other(Box::new(request)));
     }
-    let delete_options = request.object.as_ref().map(|o| &o.data["deleteOptions"]);
+    // The API server sends the Eviction as its client posted it, after checking that it names
+    // the pod of the URL (and filling in the namespace): a review whose Eviction names another
+    // pod, or none, was not sent by it.
+    let Some(object) = request
+        .object
+        .as_ref()
+        .filter(|o| names_the_pod(o, &request))
+    else {
+        return Err(Malformed {
+            uid: request.uid.clone(),
+        });
+    };
+    let delete_options = Some(&object.data["deleteOptions"]);
     let uid = delete_options
         .and_then(|d| d.pointer("/preconditions/uid"))
         .and_then(Value::as_str)
@@ -77,6 +91,17 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Malformed> {
         request: Box::new(request),
         eviction,
     })
+}
+
+/// Whether the Eviction `object` names the pod `request` is about: the same name, and the
+/// same namespace when it says one.
+fn names_the_pod(object: &DynamicObject, request: &AdmissionRequest<DynamicObject>) -> bool {
+    let meta = &object.metadata;
+    meta.name.as_deref() == Some(request.name.as_str())
+        && meta
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| Some(ns) == request.namespace.as_deref())
 }
 
 /// Allows the request.
@@ -187,6 +212,30 @@ mod tests {
             Malformed {
                 uid: "req-9".into()
             }
+        );
+    }
+
+    #[test]
+    fn an_eviction_that_names_another_pod_than_the_request_or_none_is_unreadable() {
+        let mut v: Value = serde_json::from_slice(&body("v1", json!({}), false)).unwrap();
+        v["request"]["object"]["metadata"]["name"] = json!("someone-else");
+        let other_pod = serde_json::to_vec(&v).unwrap();
+        assert_eq!(
+            parse(&other_pod).unwrap_err(),
+            Malformed {
+                uid: "req-1".into()
+            }
+        );
+        v["request"]["object"]["metadata"]["name"] = json!("web-abc");
+        v["request"]["object"]["metadata"]["namespace"] = json!("elsewhere");
+        assert!(parse(&serde_json::to_vec(&v).unwrap()).is_err());
+        v["request"]["object"] = Value::Null;
+        assert!(parse(&serde_json::to_vec(&v).unwrap()).is_err());
+        v["request"]["object"] = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": "web-abc"}});
+        assert!(
+            parse(&serde_json::to_vec(&v).unwrap()).is_ok(),
+            "no namespace in the Eviction: the request's"
         );
     }
 

@@ -21,11 +21,10 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use super::InterceptArgs;
 use super::certs::CertSecret;
-use super::health::WebhookHealth;
 use super::registration::{self, Endpoint, Registration, Upkeep};
 use super::tls;
+use super::{InterceptArgs, InterceptMetrics};
 use crate::runtime::Runtime;
 
 /// Wait between attempts to set the certificate and registration up.
@@ -36,8 +35,9 @@ pub async fn serve(
     runtime: Runtime,
     args: InterceptArgs,
     router: Router,
-    health: std::sync::Arc<WebhookHealth>,
+    metrics: std::sync::Arc<InterceptMetrics>,
 ) -> anyhow::Result<()> {
+    let health = metrics.health.clone();
     let in_cluster = registration::in_cluster();
     let ip = if in_cluster {
         Ipv4Addr::UNSPECIFIED
@@ -84,10 +84,25 @@ pub async fn serve(
         endpoint.clone(),
         registration.name().to_string(),
     );
-    info!(port, webhook = %registration.name(), ?endpoint, "eviction webhook registered and serving");
+    let limits = args.connection_limits();
+    info!(
+        port, webhook = %registration.name(), ?endpoint,
+        max_connections = limits.max_connections,
+        max_connections_per_address = limits.per_address,
+        header_read_timeout = ?limits.header_read_timeout,
+        idle_timeout = ?limits.idle_timeout,
+        "eviction webhook registered and serving"
+    );
     tokio::join!(
         health.watch(runtime.client.clone(), shutdown.clone()),
-        tls::serve_on(listener, router, resolver.clone(), shutdown.clone()),
+        tls::serve_on(
+            listener,
+            router,
+            resolver.clone(),
+            args.connection_limits(),
+            metrics.clone(),
+            shutdown.clone(),
+        ),
         tls::keep_current(
             runtime.client.clone(),
             secret,

@@ -1,6 +1,6 @@
 //! The eviction webhook's HTTPS server: a rustls configuration whose certificate can be swapped
-//! while it serves ([`CertResolver`]), the accept loop that serves an axum router over
-//! HTTP/1.1 and HTTP/2 ([`serve`]), and the task that keeps the certificate and the
+//! while it serves ([`CertResolver`]), the server that serves an axum router over HTTP/1.1 and
+//! HTTP/2 within the port's connection limits ([`serve_on`]), and the task that keeps the certificate and the
 //! registration's CA bundle current ([`keep_current`]).
 //!
 //! When the certificate changes, open connections are closed gracefully (HTTP/2 GOAWAY,
@@ -9,14 +9,11 @@
 //! published in the registration before the new certificate is served, so the API server
 //! trusts it by then (it may briefly fail open in between, which the registration tolerates).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use hyper_util::server::conn::auto;
 use kube::Client;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject as _;
@@ -27,11 +24,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::certs::{self, Bundle};
 use super::registration::Upkeep;
 use crate::runtime::http_server;
+use crate::runtime::limited_server::{self, ConnectionEvents, ConnectionLimits, Port, Protocols};
 
 /// How often [`keep_current`] re-reads the Secret, in production: renewals happen a month
 /// before expiry, so minutes are plenty.
@@ -108,61 +106,45 @@ pub fn server_config(resolver: Arc<CertResolver>) -> Arc<ServerConfig> {
     Arc::new(config)
 }
 
-/// Serves `router` over HTTPS on `addr` until `shutdown`; see [`serve_on`].
-pub async fn serve(
-    addr: SocketAddr,
-    router: Router,
-    resolver: Arc<CertResolver>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the eviction webhook address {addr}"))?;
-    info!(addr = %listener.local_addr()?, "eviction webhook listening");
-    serve_on(listener, router, resolver, shutdown).await;
-    Ok(())
-}
-
-/// Serves `router` over HTTPS (HTTP/1.1 and HTTP/2) on `listener` until `shutdown`, then
-/// lets requests in flight finish (for up to 10 s). Handlers can read the client's address as
-/// `ConnectInfo<SocketAddr>`. A connection is closed after the request in flight when the
-/// certificate changes or the process stops.
-pub async fn serve_on(
+/// Serves `router` over HTTPS (HTTP/1.1 and HTTP/2) on `listener` within `limits` (the
+/// operator's one limited server, as the API's: [`limited_server`]) until `shutdown`, then
+/// lets requests in flight finish (for up to 10 s), counting its connections in `events` (the
+/// interception's metrics).
+/// Handlers can read the client's address as `ConnectInfo<SocketAddr>`. A connection over its
+/// address's share is closed before its TLS handshake; a connection is closed after the
+/// request in flight when the certificate changes or the process stops.
+pub async fn serve_on<E: ConnectionEvents>(
     listener: TcpListener,
     router: Router,
     resolver: Arc<CertResolver>,
+    limits: ConnectionLimits,
+    events: Arc<E>,
     shutdown: CancellationToken,
 ) {
     let acceptor = TlsAcceptor::from(server_config(resolver.clone()));
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
-    builder.http2().timer(TokioTimer::new());
-    let builder = Arc::new(builder);
-    http_server::accept(
+    let port = Port {
+        name: "webhook",
+        limits,
+        protocols: Protocols::Http1And2,
+        refusal: None,
+        events,
+    };
+    let stop = shutdown.clone();
+    limited_server::serve(
         listener,
-        None,
-        shutdown.clone(),
-        "webhook",
-        move |accepted| {
-            let (acceptor, builder, router) = (acceptor.clone(), builder.clone(), router.clone());
-            let (mut changes, shutdown) = (resolver.changes(), shutdown.clone());
+        router,
+        port,
+        shutdown,
+        move |tcp, peer| {
+            let acceptor = acceptor.clone();
+            async move { http_server::handshake(&acceptor, tcp, peer, HANDSHAKE_TIMEOUT).await }
+        },
+        move || {
+            let (mut changes, shutdown) = (resolver.changes(), stop.clone());
             async move {
-                let peer = accepted.peer;
-                let Some(tls) =
-                    http_server::handshake(&acceptor, accepted.tcp, peer, HANDSHAKE_TIMEOUT).await
-                else {
-                    return;
-                };
-                let close = async move {
-                    tokio::select! {
-                        _ = changes.changed() => {}
-                        () = shutdown.cancelled() => {}
-                    }
-                };
-                if let Err(err) =
-                    http_server::serve_connection(&builder, tls, peer, router, close).await
-                {
-                    debug!(%peer, error = %err, "webhook connection ended with an error");
+                tokio::select! {
+                    _ = changes.changed() => {}
+                    () = shutdown.cancelled() => {}
                 }
             }
         },
@@ -171,7 +153,7 @@ pub async fn serve_on(
 }
 
 /// Reads the Secret's bundle (creating or renewing it when needed), publishes its CA bundle in
-/// `registration` (when given) and returns it with a resolver serving it: what [`serve`] and
+/// `registration` (when given) and returns it with a resolver serving it: what [`serve_on`] and
 /// [`keep_current`] start from.
 pub async fn load(
     client: &Client,
@@ -261,6 +243,8 @@ pub async fn refresh(
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
+
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     use tokio_rustls::TlsConnector;
     use tokio_rustls::client::TlsStream;
@@ -279,8 +263,26 @@ mod tests {
         .unwrap()
     }
 
+    /// Limits with `per_address` connections from one address.
+    fn limits(per_address: usize) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: 100,
+            per_address,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Some(Duration::from_secs(60)),
+        }
+    }
+
     /// A server on a free loopback port answering `GET /` with `ok`.
     async fn start(resolver: Arc<CertResolver>) -> (SocketAddr, CancellationToken) {
+        start_within(resolver, limits(10)).await
+    }
+
+    /// As [`start`], within `limits`.
+    async fn start_within(
+        resolver: Arc<CertResolver>,
+        limits: ConnectionLimits,
+    ) -> (SocketAddr, CancellationToken) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let router = Router::new().route(
@@ -290,7 +292,14 @@ mod tests {
             }),
         );
         let shutdown = CancellationToken::new();
-        tokio::spawn(serve_on(listener, router, resolver, shutdown.clone()));
+        tokio::spawn(serve_on(
+            listener,
+            router,
+            resolver,
+            limits,
+            Arc::new(super::super::InterceptMetrics::default()),
+            shutdown.clone(),
+        ));
         (addr, shutdown)
     }
 
@@ -343,6 +352,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_connection_over_its_addresss_share_is_closed_before_its_tls_handshake() {
+        let bundle = bundle();
+        let (addr, shutdown) = start_within(CertResolver::new(&bundle).unwrap(), limits(1)).await;
+        let mut first = connect(addr, &bundle.ca_bundle).await;
+        let mut second = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut out = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), second.read_to_end(&mut out))
+            .await
+            .expect("the second connection is closed at once");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        assert!(out.is_empty(), "no handshake: {out:?}");
+        first
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        first.read_to_string(&mut response).await.ok();
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
     async fn a_new_certificate_is_served_without_a_restart_and_open_connections_close() {
         let first = bundle();
         let resolver = CertResolver::new(&first).unwrap();
@@ -377,6 +408,8 @@ mod tests {
             listener,
             Router::new(),
             CertResolver::new(&bundle).unwrap(),
+            limits(10),
+            Arc::new(super::super::InterceptMetrics::default()),
             shutdown.clone(),
         ));
         shutdown.cancel();

@@ -222,7 +222,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
                 runtime.clone(),
                 args.intercept.clone(),
                 router,
-                metrics.intercept.health.clone(),
+                metrics.intercept.clone(),
             ),
         ),
     )?;

@@ -9,19 +9,24 @@
 //!   [`CONNECTION_DRAIN`](super::shutdown::CONNECTION_DRAIN);
 //! - [`handshake`]: the TLS handshake of a connection, bounded in time;
 //! - [`serve_connection`]: HTTP on one connection until the client leaves, or until `close`
-//!   resolves: then it closes after the request in flight (HTTP/1.1 `Connection: close`,
-//!   HTTP/2 GOAWAY).
+//!   resolves or no request has been in flight for the idle timeout: then it closes after the
+//!   request in flight (HTTP/1.1 `Connection: close`, HTTP/2 GOAWAY), within
+//!   [`CONNECTION_DRAIN`](super::shutdown::CONNECTION_DRAIN).
 //!
-//! Hand-written on hyper rather than `axum::serve`, which has neither a connection cap nor a
-//! header-read timeout: its connections wait for their first bytes without a deadline.
+//! The limits a port is served within (the cap, the per-address share, the timeouts) are put
+//! together in [`limited_server`](super::limited_server). Hand-written on hyper rather than
+//! `axum::serve`, which has neither a connection cap nor a header-read timeout: its connections
+//! wait for their first bytes without a deadline.
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -112,35 +117,126 @@ pub async fn handshake(
     }
 }
 
+/// Why [`serve_connection`] ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The client closed it, or hyper did (a request that asked to close, a timeout).
+    Left,
+    /// It was asked to close (`close` resolved).
+    Closed,
+    /// No request was in flight for the idle timeout.
+    Idle,
+}
+
 /// Serves `router` on one connection `io` from `peer` with `builder` until the client leaves
-/// or the connection fails (the error is returned), closing it gracefully once `close`
-/// resolves.
+/// or the connection fails (the error is returned). It is closed gracefully once `close`
+/// resolves, or once no request has been in flight for `idle` (when given: what bounds an
+/// HTTP/2 connection, or one still sending its first bytes, that the HTTP/1 header-read
+/// timeout does not); a connection asked to close is dropped if it has not finished within
+/// [`CONNECTION_DRAIN`](super::shutdown::CONNECTION_DRAIN).
 pub async fn serve_connection<I>(
     builder: &auto::Builder<TokioExecutor>,
     io: I,
     peer: SocketAddr,
     router: Router,
     close: impl Future<Output = ()>,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+    idle: Option<Duration>,
+) -> Result<Ended, Box<dyn std::error::Error + Send + Sync>>
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = router.map_request(move |mut request: axum::extract::Request<_>| {
+    let activity = Arc::new(Activity::new());
+    let tracker = activity.clone();
+    let service = tower::service_fn(move |mut request: axum::extract::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
-        request
+        let busy = tracker.begin();
+        let router = router.clone();
+        async move {
+            let response = router.oneshot(request).await;
+            drop(busy);
+            response
+        }
     });
     let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
     let mut conn = std::pin::pin!(conn);
     let mut close = std::pin::pin!(close);
-    let mut closing = false;
+    let idle = async {
+        match idle {
+            Some(idle) => activity.idle_for(idle).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut idle = std::pin::pin!(idle);
+    let grace = tokio::time::sleep(Duration::from_secs(86_400));
+    let mut grace = std::pin::pin!(grace);
+    let mut ended = Ended::Left;
     loop {
-        tokio::select! {
-            result = conn.as_mut() => return result,
-            () = &mut close, if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
+        let why = tokio::select! {
+            // An error once it was asked to close (a connection cut before its first request)
+            // is the close itself.
+            result = conn.as_mut() => return match ended {
+                Ended::Left => result.map(|()| ended),
+                asked => Ok(asked),
+            },
+            () = &mut close, if ended == Ended::Left => Ended::Closed,
+            () = &mut idle, if ended == Ended::Left => Ended::Idle,
+            () = &mut grace, if ended != Ended::Left => {
+                debug!(%peer, "connection dropped: it did not finish closing in time");
+                return Ok(ended);
+            }
+        };
+        ended = why;
+        conn.as_mut().graceful_shutdown();
+        grace
+            .as_mut()
+            .reset(tokio::time::Instant::now() + super::shutdown::CONNECTION_DRAIN);
+    }
+}
+
+/// The requests in flight on one connection, and when the last one ended.
+struct Activity {
+    in_flight: AtomicUsize,
+    last: Mutex<tokio::time::Instant>,
+}
+
+/// One request in flight; ends on drop.
+struct Busy(Arc<Activity>);
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            in_flight: AtomicUsize::new(0),
+            last: Mutex::new(tokio::time::Instant::now()),
+        }
+    }
+
+    fn begin(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolves once no request has been in flight for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            tokio::time::sleep_until(self.last() + idle).await;
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                // The end of the request moves `last`; look again an idle time later.
+                tokio::time::sleep(idle).await;
+            } else if self.last().elapsed() >= idle {
+                return;
             }
         }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        *self.0.last.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -188,6 +284,7 @@ mod tests {
                         accepted.peer,
                         router,
                         shutdown.cancelled_owned(),
+                        None,
                     )
                     .await;
                     drop(accepted.slot);

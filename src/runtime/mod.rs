@@ -2,9 +2,9 @@
 //! [`requests`]), the shared caches, leader status, readiness, shutdown, the identity the
 //! operator writes Events and holds the Lease under, how every write is made (field managers,
 //! conflict retry, API answer codes: [`write`]), the one HTTP server the API and the webhook
-//! share ([`http_server`]), the one rollout write the components share ([`rollout`]), and the
-//! reconcile-duration histogram every controller records into
-//! ([`reconciles`]). The wiring registers the metric families defined here.
+//! share ([`http_server`], within the limits of [`limited_server`]), the one rollout write the
+//! components share ([`rollout`]), and the reconcile-duration histogram every controller
+//! records into ([`reconciles`]). The wiring registers the metric families defined here.
 //!
 //! Layering: the runtime depends only on [`crate::resources`] and [`crate::k8s`]; the components
 //! (`window`, `drain`, `api`, `intercept`) depend on it; `operator` wires them together. Nothing here
@@ -16,6 +16,7 @@ use kube::Client;
 use kube::runtime::events::Reporter;
 use tokio_util::sync::CancellationToken;
 
+pub mod address_slots;
 pub mod caches;
 pub mod connection;
 pub mod contact;
@@ -26,6 +27,7 @@ pub mod http_server;
 pub mod keyed_limit;
 pub mod labels;
 pub mod leader;
+pub mod limited_server;
 pub mod lookup;
 pub mod memory;
 pub mod open_files;

@@ -118,7 +118,7 @@ fn render(release: &str, ns: &str, templates: &[&str], values: &[&str]) -> Vec<u
 }
 
 /// Mints a token for ServiceAccount `sa` in `ns` and writes a kubeconfig that uses it.
-fn token_kubeconfig(ns: &str, sa: &str) -> PathBuf {
+pub fn token_kubeconfig(ns: &str, sa: &str) -> PathBuf {
     let token = super::kubectl()
         .args(["create", "token", sa, "-n", ns, "--duration=2h"])
         .output()

@@ -114,8 +114,8 @@ impl Operator {
         Self::intercepting_in(ns, Some(ns), extra).await
     }
 
-    /// As [`Operator::intercepting`], its release in `ns`, watching `namespaces` (one, or every
-    /// namespace when `None`, as the chart runs it).
+    /// As [`Operator::intercepting`], its release in `ns`, watching `namespaces` (a
+    /// comma-separated list, or every namespace when `None`, as the chart runs it).
     pub async fn intercepting_in(ns: &str, namespaces: Option<&str>, extra: &[&str]) -> Operator {
         let identity = super::chart_identity::ChartIdentity::install(ns);
         let name = identity.fullname.clone();
@@ -450,7 +450,7 @@ impl Drop for Operator {
 }
 
 /// Creates the webhook registration `name` as the chart's template does (its ServiceAccount
-/// `name` in `ns` exempt, only `namespaces` sent when given), reaching the operator on
+/// `name` in `ns` exempt, only `namespaces` (comma-separated) sent when given), reaching the operator on
 /// loopback `port`, without a CA bundle: the operator publishes it. Created by a field manager
 /// of its own, as Helm's.
 pub async fn create_registration(ns: &str, name: &str, namespaces: Option<&str>, port: u16) {
@@ -462,7 +462,11 @@ pub async fn create_registration(ns: &str, name: &str, namespaces: Option<&str>,
             ..Registration::new(
                 Endpoint::Loopback { port },
                 Some(format!("system:serviceaccount:{ns}:{name}")),
-                namespaces.map(str::to_string).into_iter().collect(),
+                namespaces
+                    .into_iter()
+                    .flat_map(|n| n.split(','))
+                    .map(str::to_string)
+                    .collect(),
             )
         },
         "",

@@ -1,6 +1,7 @@
-//! The per-address share of the API's connections (`--max-connections-per-address`): one client
-//! address may hold only so many connections at once, so a single host cannot take every slot
-//! of `--max-connections` and lock the others out. The count lives as long as the connections:
+//! The per-address share of a port's connections (the API's `--max-connections-per-address`,
+//! the webhook's `--intercept-max-connections-per-address`): one client address may hold only
+//! so many connections at once, so a single host cannot take every slot of the port's cap and
+//! lock the others out. The count lives as long as the connections:
 //! an address's entry goes when its last connection closes, so the map never holds more
 //! entries than there are open connections.
 //!
@@ -10,7 +11,14 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use super::ratelimit::canonical;
+/// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`), as a client on a dual-stack socket is
+/// seen, as the IPv4 address it is.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
 
 /// Open connections per client address, each at most `per_address`.
 #[derive(Debug)]
