@@ -38,9 +38,30 @@ struct Labels {
 #[derive(Clone, Default)]
 pub struct RefusalMetrics(Family<Labels, Counter>);
 
+/// Every cache (watch or list) that reads objects one at a time, by the name it reports under.
+pub const CACHES: [&str; 12] = [
+    "nodes",
+    "pods",
+    "replicasets",
+    "deployments",
+    "statefulsets",
+    "poddisruptionbudgets",
+    "testwindows",
+    "nodeclaims",
+    "citrusts",
+    "namespaces",
+    "namespaces-without-ci-trust",
+    "drain-namespaces",
+];
+
 impl RefusalMetrics {
-    /// Registers the counter.
+    /// Registers the counter, with a zero series for every cache and outcome.
     pub fn register(&self, registry: &mut Registry) {
+        for cache in CACHES {
+            for outcome in ["clamped", "dropped"] {
+                let _ = self.0.get_or_create(&Labels { cache, outcome });
+            }
+        }
         registry.register(
             "objects_refused",
             "Objects read from the API server that the operator could not represent: clamped (a time brought into range, kept) or dropped (left out of its cache)",
