@@ -155,7 +155,23 @@ async fn edge_values(client: Client, a: String, b: String) {
         .name
         .clone()
         .unwrap();
+    // A StatefulSet (scaled to zero), which the window controller caches too.
+    let sts = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+        "spec": {"replicas": 0, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                 "template": {"metadata": {"labels": {"app": "db"}},
+                              "spec": {"containers": [{"name": "db", "image": "registry.invalid/db:1"}]}}},
+    });
+    let request = http::Request::post(format!("/apis/apps/v1/namespaces/{a}/statefulsets"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&sts).unwrap())
+        .unwrap();
+    client
+        .request::<Value>(request)
+        .await
+        .expect("creating a StatefulSet");
     let poisoned = [
+        format!("/apis/apps/v1/namespaces/{a}/statefulsets/db"),
         format!("/api/v1/namespaces/{a}/pods/{a_pod}"),
         format!("/apis/apps/v1/namespaces/{a}/deployments/edge"),
         format!("/apis/apps/v1/namespaces/{a}/replicasets/{rs}"),
@@ -231,6 +247,7 @@ async fn edge_values(client: Client, a: String, b: String) {
         "poddisruptionbudgets",
         "nodes",
         "testwindows",
+        "statefulsets",
     ] {
         let series = format!(
             "disruption_guard_objects_refused_total{{cache=\"{cache}\",outcome=\"clamped\"}}"
