@@ -1,7 +1,7 @@
 //! Uninstalling leaves nothing behind: with a window open (a PDB, annotations on its pod and
 //! node) and the eviction webhook on (its registration, its certificate Secret), the
 //! documented uninstall — delete every TestWindow while the operator runs, `helm uninstall`,
-//! delete the CRD — leaves no guard PDB, no guard annotation or field manager on any pod or
+//! delete both CRDs — leaves no guard PDB, no guard annotation or field manager on any pod or
 //! node, no webhook registration or Secret, and none of the chart's cluster-wide objects.
 //!
 //! Its own test binary: it deletes the CRD, which other tests of the same process rely on
@@ -27,6 +27,7 @@ use support::windows::{
 use support::{create_ready_node, wait, with_namespace};
 
 const CRD: &str = "customresourcedefinition/testwindows.disruption-guard.io";
+const CITRUST_CRD: &str = "customresourcedefinition/citrusts.disruption-guard.io";
 
 fn helm(args: &[&str]) {
     let out = Command::new(support::cached_tool("helm-v", "helm"))
@@ -196,8 +197,8 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
         // 2. helm uninstall (here: stop the local operator process, then uninstall the release).
         operator.stop();
         helm(&["uninstall", &release, "--namespace", &ns, "--wait"]);
-        // 3. Delete the CRD (the chart keeps it on uninstall: crds.keep).
-        kubectl_ok(&["delete", CRD, "--wait", "--timeout=60s"]);
+        // 3. Delete both CRDs (the chart keeps them on uninstall: crds.keep).
+        kubectl_ok(&["delete", CRD, CITRUST_CRD, "--wait", "--timeout=60s"]);
 
         wait::until_empty(
             "garbage collection of the window's PDB, and no other guard trace",
@@ -205,10 +206,12 @@ async fn helm_uninstall_and_crd_removal_leave_no_pdb_and_no_guard_annotation() {
             || traces(&client),
         )
         .await;
-        assert!(
-            !kubectl_finds(&[CRD]),
-            "the CRD is gone (kubectl get finds nothing)"
-        );
+        for crd in [CRD, CITRUST_CRD] {
+            assert!(
+                !kubectl_finds(&[crd]),
+                "{crd} is gone (kubectl get finds nothing)"
+            );
+        }
         for kind in [
             "clusterrole",
             "clusterrolebinding",
