@@ -944,8 +944,9 @@ fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
     };
     let none = args(&objects);
     assert!(!none.to_string().contains("--oidc-"), "{none}");
+    // Two issuers: each CA is given for its own issuer; a bare one is refused by name.
     let objects = rendered(
-        "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://token.actions.githubusercontent.com, https://gitlab.com], caBundle: \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"}}\n",
+        "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://token.actions.githubusercontent.com, https://gitlab.com], caBundles: {\"https://gitlab.com\": \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"}}}\n",
         &[],
     );
     let with = args(&objects);
@@ -955,6 +956,39 @@ fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
         )),
         "{with}"
     );
+    assert!(
+        with.as_array().unwrap().contains(&serde_json::json!(
+            "--oidc-ca-file=https://gitlab.com=/etc/disruption-guard/oidc-ca/issuer-0.crt"
+        )),
+        "{with}"
+    );
+    let ca = find(
+        &objects,
+        "ConfigMap",
+        Some("guard-disruption-guard-oidc-ca"),
+    );
+    assert!(
+        ca["data"]["issuer-0.crt"]
+            .as_str()
+            .unwrap()
+            .contains("BEGIN CERTIFICATE")
+    );
+    let out = template(
+        "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://token.actions.githubusercontent.com, https://gitlab.com], caBundle: x}}\n",
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("api.oidc.caBundles"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One issuer: its CA as a bare file.
+    let objects = rendered(
+        "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://gitlab.com], caBundle: \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"}}\n",
+        &[],
+    );
+    let with = args(&objects);
     assert!(
         with.as_array().unwrap().contains(&serde_json::json!(
             "--oidc-ca-file=/etc/disruption-guard/oidc-ca/ca.crt"
@@ -986,6 +1020,83 @@ fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
     assert!(
         !out.status.success(),
         "an http:// issuer is refused by the schema"
+    );
+}
+
+/// Values that render every kind of operator flag list the chart can: each values file, and
+/// the OIDC CA shapes (one issuer with its CA, several issuers with a CA each).
+fn values_for_every_flag_list() -> Vec<String> {
+    let mut all: Vec<String> = values_files()
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    all.push(
+        "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://gitlab.example], caBundle: x}}\n"
+            .into(),
+    );
+    all.push(
+        "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://a.example, https://b.example], caBundles: {\"https://a.example\": \"pem-a\", \"https://b.example\": \"pem-b\"}}}\n"
+            .into(),
+    );
+    all.push("api: {tokenAudience: guard-eu, oidc: {issuers: [https://a.example]}}\nintercept: {enabled: false}\n".into());
+    all
+}
+
+/// Runs `disruption-guard operator --check-config` with `args` and the literal `env` of the
+/// container, nothing else of this process's environment; its exit status and output.
+fn check_config(args: &[String], env: &[(String, String)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_disruption-guard"))
+        .env_clear()
+        .envs(env.iter().cloned())
+        .args(args)
+        .arg("--check-config")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_flag_list_the_chart_renders_is_one_the_operator_accepts() {
+    let mut checked = 0;
+    for values in values_for_every_flag_list() {
+        let objects = rendered(&values, &[]);
+        let container =
+            &find(&objects, "Deployment", None)["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
+        let env: Vec<(String, String)> = container["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?.to_string(),
+                    e["value"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        let out = check_config(&args, &env);
+        assert!(
+            out.status.success(),
+            "the operator refuses what the chart renders for {values:?}:\n{args:?}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+    }
+    assert!(checked >= 7, "{checked} flag lists checked");
+    // The check can fail: a bare CA file with two issuers is refused, naming what to do.
+    let refused = check_config(
+        &[
+            "operator".into(),
+            "--cluster-name=x".into(),
+            "--oidc-issuer=https://a.example,https://b.example".into(),
+            "--oidc-ca-file=/ca.crt".into(),
+        ],
+        &[],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("name the issuer it is for"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
     );
 }
 

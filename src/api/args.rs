@@ -165,6 +165,39 @@ impl ApiArgs {
     }
 }
 
+/// What the API's flags resolve to once checked together ([`ApiArgs::checked`]).
+pub struct Checked {
+    /// The audience tokens must carry.
+    pub audience: String,
+    /// One configuration per trusted OIDC issuer (none without issuers or without auth).
+    pub issuers: Vec<oidc::issuers::IssuerConfig>,
+}
+
+impl ApiArgs {
+    /// Checks what flags say together, with no I/O: the audience, `--default-ttl` within
+    /// `max_ttl`, and the OIDC issuers with their CA files and JWKS hosts. The API checks this
+    /// as it starts, and `operator --check-config` before anything connects.
+    pub fn checked(&self, max_ttl: std::time::Duration) -> Result<Checked, String> {
+        let audience = self.audience()?;
+        if self.default_ttl > max_ttl {
+            return Err("--default-ttl must not exceed --max-ttl".into());
+        }
+        let issuers = if self.oidc_issuers.is_empty() || self.insecure_no_auth {
+            Vec::new()
+        } else {
+            if self.oidc_keys_max_age < std::time::Duration::from_secs(10) {
+                return Err("--oidc-keys-max-age must be at least 10s".into());
+            }
+            oidc::issuers::resolve(
+                &self.oidc_issuers,
+                &self.oidc_ca_files,
+                &self.oidc_jwks_hosts,
+            )?
+        };
+        Ok(Checked { audience, issuers })
+    }
+}
+
 fn parse_issuer_flag(text: &str) -> Result<String, String> {
     oidc::normalize_issuer(text)
 }

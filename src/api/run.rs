@@ -25,11 +25,8 @@ pub async fn serve(
     metrics: Arc<ApiMetrics>,
 ) -> anyhow::Result<()> {
     let state = &runtime;
-    let audience = args.audience().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(
-        args.default_ttl <= max_ttl,
-        "--default-ttl must not exceed --max-ttl"
-    );
+    let checked = args.checked(max_ttl).map_err(anyhow::Error::msg)?;
+    let audience = checked.audience;
     let auth = Arc::new(auth::Authenticator::new(
         state.client.clone(),
         audience.clone(),
@@ -44,16 +41,7 @@ pub async fn serve(
     let _trust_watches = if args.oidc_issuers.is_empty() || args.insecure_no_auth {
         None
     } else {
-        anyhow::ensure!(
-            args.oidc_keys_max_age >= std::time::Duration::from_secs(10),
-            "--oidc-keys-max-age must be at least 10s"
-        );
-        let issuers = oidc::issuers::resolve(
-            &args.oidc_issuers,
-            &args.oidc_ca_files,
-            &args.oidc_jwks_hosts,
-        )
-        .map_err(anyhow::Error::msg)?;
+        let issuers = checked.issuers;
         let settings = oidc::Settings {
             issuers,
             audience: audience.clone(),

@@ -32,6 +32,11 @@ pub struct OperatorArgs {
     )]
     pub admin_addr: SocketAddr,
 
+    /// Check the flags (each one, and what they say together) and exit: 0 when they are valid,
+    /// else 1 with the reason. Nothing connects to the cluster.
+    #[arg(long)]
+    pub check_config: bool,
+
     /// Only act in these namespaces (comma-separated); all namespaces when empty.
     #[arg(long, env = "DISRUPTION_GUARD_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
@@ -91,7 +96,13 @@ pub struct OperatorArgs {
 /// Runs the operator until SIGINT or SIGTERM.
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     // Flags that cannot work are refused before anything connects.
-    args.api.audience().map_err(anyhow::Error::msg)?;
+    args.api
+        .checked(args.window.max_ttl)
+        .map_err(anyhow::Error::msg)?;
+    if args.check_config {
+        println!("the flags are valid");
+        return Ok(());
+    }
     crate::runtime::memory::return_large_buffers_at_once();
     let kube_config = kube::Config::infer()
         .await

@@ -103,3 +103,29 @@ The operator's ServiceAccount as a FlowSchema subject (templates/flowcontrol.yam
     name: {{ include "disruption-guard.serviceAccountName" . }}
     namespace: {{ .Release.Namespace }}
 {{- end }}
+
+{{/*
+The operator's --oidc-ca-file flags: `caBundle` for the only issuer (a bare path), each of
+`caBundles` for its own issuer (ISSUER=PATH). Refused: `caBundle` with several issuers (a bare
+CA would vouch for all of them), and a `caBundles` key that is not an issuer.
+*/}}
+{{- define "disruption-guard.oidcCaFiles" -}}
+{{- $oidc := .Values.api.oidc -}}
+{{- if and $oidc.caBundle $oidc.caBundles -}}
+{{- fail "api.oidc.caBundle and api.oidc.caBundles: give the CAs in one of them" -}}
+{{- end -}}
+{{- if $oidc.caBundle -}}
+{{- if gt (len $oidc.issuers) 1 -}}
+{{- fail "api.oidc.caBundle serves one issuer only: with several api.oidc.issuers, give each its CA in api.oidc.caBundles ({<issuer URL>: <PEM>})" -}}
+{{- end -}}
+{{- if $oidc.issuers }}
+- --oidc-ca-file=/etc/disruption-guard/oidc-ca/ca.crt
+{{- end -}}
+{{- end -}}
+{{- range $i, $issuer := keys $oidc.caBundles | sortAlpha -}}
+{{- if not (has $issuer $oidc.issuers) -}}
+{{- fail (printf "api.oidc.caBundles names %s, which is not one of api.oidc.issuers" $issuer) -}}
+{{- end }}
+- --oidc-ca-file={{ $issuer }}=/etc/disruption-guard/oidc-ca/issuer-{{ $i }}.crt
+{{- end -}}
+{{- end -}}
