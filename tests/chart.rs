@@ -945,34 +945,36 @@ fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
     let none = args(&objects);
     assert!(!none.to_string().contains("--oidc-"), "{none}");
     // Two issuers: each CA is given for its own issuer; a bare one is refused by name.
+    let has_arg = |objects: &[serde_json::Value], arg: &str| {
+        let all = args(objects);
+        assert!(
+            all.as_array().unwrap().contains(&serde_json::json!(arg)),
+            "{all}"
+        );
+    };
+    let holds_ca = |objects: &[serde_json::Value], key: &str| {
+        let ca = find(objects, "ConfigMap", Some("guard-disruption-guard-oidc-ca"));
+        assert!(
+            ca["data"][key]
+                .as_str()
+                .unwrap()
+                .contains("BEGIN CERTIFICATE"),
+            "{ca}"
+        );
+    };
     let objects = rendered(
         "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://token.actions.githubusercontent.com, https://gitlab.com], caBundles: {\"https://gitlab.com\": \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"}}}\n",
         &[],
     );
-    let with = args(&objects);
-    assert!(
-        with.as_array().unwrap().contains(&serde_json::json!(
-            "--oidc-issuer=https://token.actions.githubusercontent.com,https://gitlab.com"
-        )),
-        "{with}"
-    );
-    assert!(
-        with.as_array().unwrap().contains(&serde_json::json!(
-            "--oidc-ca-file=https://gitlab.com=/etc/disruption-guard/oidc-ca/issuer-0.crt"
-        )),
-        "{with}"
-    );
-    let ca = find(
+    has_arg(
         &objects,
-        "ConfigMap",
-        Some("guard-disruption-guard-oidc-ca"),
+        "--oidc-issuer=https://token.actions.githubusercontent.com,https://gitlab.com",
     );
-    assert!(
-        ca["data"]["issuer-0.crt"]
-            .as_str()
-            .unwrap()
-            .contains("BEGIN CERTIFICATE")
+    has_arg(
+        &objects,
+        "--oidc-ca-file=https://gitlab.com=/etc/disruption-guard/oidc-ca/issuer-0.crt",
     );
+    holds_ca(&objects, "issuer-0.crt");
     let out = template(
         "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://token.actions.githubusercontent.com, https://gitlab.com], caBundle: x}}\n",
         &[],
@@ -988,24 +990,11 @@ fn citrusts_are_installed_watched_by_the_operator_and_managed_with_edit() {
         "clusterName: ci-eu-1\napi: {oidc: {issuers: [https://gitlab.com], caBundle: \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"}}\n",
         &[],
     );
-    let with = args(&objects);
-    assert!(
-        with.as_array().unwrap().contains(&serde_json::json!(
-            "--oidc-ca-file=/etc/disruption-guard/oidc-ca/ca.crt"
-        )),
-        "{with}"
-    );
-    let ca = find(
+    has_arg(
         &objects,
-        "ConfigMap",
-        Some("guard-disruption-guard-oidc-ca"),
+        "--oidc-ca-file=/etc/disruption-guard/oidc-ca/ca.crt",
     );
-    assert!(
-        ca["data"]["ca.crt"]
-            .as_str()
-            .unwrap()
-            .contains("BEGIN CERTIFICATE")
-    );
+    holds_ca(&objects, "ca.crt");
     let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
     assert_eq!(
         pod["volumes"][0]["configMap"]["name"],
