@@ -3,7 +3,7 @@
 //! finds what to remove by name and namespace alone, so nothing else of the stub is read.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Resource;
@@ -30,7 +30,6 @@ macro_rules! stub_by_default {
 
 stub_by_default!(
     Node,
-    Pod,
     Namespace,
     ReplicaSet,
     Deployment,
