@@ -1915,3 +1915,25 @@ fn the_charts_crd_is_what_the_binary_generates() {
         }
     }
 }
+
+#[test]
+fn the_readme_alert_table_lists_every_alert_the_chart_ships() {
+    let names = |text: &str, prefix: &str| -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix(prefix))
+            .filter_map(|rest| {
+                let name: String = rest
+                    .trim_start_matches('`')
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric())
+                    .collect();
+                name.starts_with("DisruptionGuard").then_some(name)
+            })
+            .collect()
+    };
+    let rules = std::fs::read_to_string(chart().join("templates/prometheusrule.yaml")).unwrap();
+    let readme = std::fs::read_to_string(chart().join("README.md")).unwrap();
+    let shipped = names(&rules, "- alert: ");
+    assert!(shipped.len() >= 13, "{shipped:?}");
+    assert_eq!(names(&readme, "| "), shipped, "the README's alert table");
+}
