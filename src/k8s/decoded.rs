@@ -9,7 +9,8 @@
 //! good: one tenant's object would blind every cache of that kind. Here each object is first
 //! captured as raw JSON (one copy, freed once decoded), then decoded alone:
 //!
-//! - it decodes: [`Decoded::Object`];
+//! - it decodes: [`Decoded::Object`], at once trimmed to what its kind's caches keep
+//!   ([`Keep`]), so no more than one object's dropped fields are held at a time;
 //! - it decodes once its times are brought into range (a time past the last representable
 //!   instant, late on 9999-12-30, becomes that instant; a leap second `…:60` becomes `…:59`):
 //!   [`Decoded::Clamped`], kept, and reported;
