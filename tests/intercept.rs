@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use kube::Api;
 use kube::api::PostParams;
 use support::drain::{Sampler, cordon, deploy_on, drain, lone, metric, node_of, until_event};
-use support::intercept::{evict, evict_as, until_in_effect};
+use support::intercept::{evict, evict_as, until_cordon_seen, until_in_effect};
 use support::operator::Operator;
 use support::pods::ready_pods;
 use support::{create_ready_node, kubectl, wait, with_namespace};
@@ -61,14 +61,7 @@ async fn kubectl_drain_without_a_pdb_kills_the_lone_pod_without_the_webhook_and_
         // drain watcher reads the same node cache: its decision for the pod on the cordoned
         // node is the evidence.
         cordon(&b);
-        wait::until("the operator to see the cordon", LIMIT, || async {
-            let metrics = op.metrics().await;
-            metric(
-                &metrics,
-                "disruption_guard_drain_decisions_total{decision=\"ignore\"}",
-            ) > 0.0
-        })
-        .await;
+        until_cordon_seen(&op, 0.0).await;
         let sampler = Sampler::start(&client, &ns, &["web"]);
         let (ok_with, secs_with, stderr) = drain(&b, "60s").await;
         let with = sampler.finish().await;
@@ -483,18 +476,7 @@ async fn a_second_drain_of_the_same_node_holds_the_returned_pod_again_and_rolls_
                 "disruption_guard_intercept_rollouts_total{result=\"rolled_out\"}",
             )
         };
-        let saw_cordon = |count: f64| {
-            let op = &op;
-            async move {
-                wait::until("the operator to see the cordon", LIMIT, || async {
-                    metric(
-                        &op.metrics().await,
-                        "disruption_guard_drain_decisions_total{decision=\"ignore\"}",
-                    ) > count
-                })
-                .await;
-            }
-        };
+        let saw_cordon = |count: f64| until_cordon_seen(&op, count);
         let decisions = || async {
             metric(
                 &op.metrics().await,

@@ -19,7 +19,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use support::drain::{Sampler, cordon, deploy_on, lone, metric, until_ready_elsewhere};
 use support::fixtures::deployment;
-use support::intercept::{evict, until_in_effect};
+use support::intercept::{evict, until_cordon_seen, until_in_effect};
 use support::operator::Operator;
 use support::{TEST_NAMESPACE_LABEL, create_ready_node, kubectl, wait, with_namespace};
 
@@ -117,14 +117,7 @@ async fn one_tenants_flood_of_evictions_leaves_another_namespaces_lone_replica_h
         .await;
         until_in_effect(&client, &op, &ns, &victim).await;
         cordon(&a);
-        wait::until("the operator to see the cordon", LIMIT, || async {
-            let metrics = op.metrics().await;
-            metric(
-                &metrics,
-                "disruption_guard_drain_decisions_total{decision=\"ignore\"}",
-            ) > 0.0
-        })
-        .await;
+        until_cordon_seen(&op, 0.0).await;
 
         // The tenant floods: evictions of pods that do not exist, and every tenth one of its
         // own lone replica on the cordoned node (held until its bucket is empty, then let

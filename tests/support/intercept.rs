@@ -74,3 +74,16 @@ pub async fn until_in_effect(client: &Client, op: &Operator, ns: &str, pod: &str
     })
     .await;
 }
+
+/// Waits until `op`'s drain watcher has decided about more than `before` pods on cordoned
+/// nodes (`disruption_guard_drain_decisions_total{decision="ignore"}`): its node cache, the
+/// one the webhook's answers read, has seen the cordon.
+pub async fn until_cordon_seen(op: &Operator, before: f64) {
+    wait::until("the operator to see the cordon", LIMIT, || async {
+        metric(
+            &op.metrics().await,
+            "disruption_guard_drain_decisions_total{decision=\"ignore\"}",
+        ) > before
+    })
+    .await;
+}
