@@ -681,21 +681,9 @@ fn the_flow_schemas_give_the_lease_and_the_operator_levels_of_their_own_and_the_
         .filter(|o| o["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1")
         .map(|o| format!("---\n{}\n", serde_json::to_string(o).unwrap()))
         .collect();
-    let mut apply = support::kubectl()
-        .args(["apply", "--server-side", "--dry-run=server", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    apply
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
-    let out = apply.wait_with_output().unwrap();
+    let mut apply = support::kubectl();
+    apply.args(["apply", "--server-side", "--dry-run=server", "-f", "-"]);
+    let out = support::run_with_input(apply, manifest.as_bytes());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

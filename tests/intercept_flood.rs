@@ -61,22 +61,13 @@ async fn tenant(client: &kube::Client, name: &str) -> (TenantNamespace, kube::Cl
          roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: evictor}}\n\
          subjects:\n- {{kind: ServiceAccount, name: evictor, namespace: {name}}}\n"
     );
-    let mut apply = kubectl()
-        .args(["apply", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    apply
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(rbac.as_bytes())
-        .unwrap();
+    let mut apply = kubectl();
+    apply.args(["apply", "-f", "-"]);
+    let out = support::run_with_input(apply, rbac.as_bytes());
     assert!(
-        apply.wait().unwrap().success(),
-        "applying the tenant's RBAC"
+        out.status.success(),
+        "applying the tenant's RBAC: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let kubeconfig = support::chart_identity::token_kubeconfig(name, "evictor");
     let config = kube::Config::from_custom_kubeconfig(

@@ -424,22 +424,9 @@ impl Issuer {
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\napiVersion: v1\n\
              kind: ServiceAccount\nmetadata: {{name: {name}, namespace: {ns}}}\n"
         );
-        let mut apply = self
-            .kubectl()
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl apply");
-        use std::io::Write;
-        apply
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(manifest.as_bytes())
-            .unwrap();
-        let out = apply.wait_with_output().unwrap();
+        let mut apply = self.kubectl();
+        apply.args(["apply", "-f", "-"]);
+        let out = super::run_with_input(apply, manifest.as_bytes());
         assert!(
             out.status.success(),
             "creating ServiceAccount {ns}/{name} in the issuer: {}",

@@ -133,6 +133,20 @@ pub fn kubectl() -> Command {
     cmd
 }
 
+/// Runs `cmd` with `input` on its standard input; its status and output.
+pub fn run_with_input(mut cmd: Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting a command");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// A client for the test cluster. Create one per test: a client is bound to its runtime.
 pub async fn client() -> Client {
     let kubeconfig = Kubeconfig::read_from(kubeconfig()).expect("reading the test kubeconfig");
