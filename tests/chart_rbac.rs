@@ -11,7 +11,7 @@ use std::time::Duration;
 use disruption_guard::k8s::rollout::{self, NodeRef, Target};
 use disruption_guard::resources::names::{
     CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, FIELD_MANAGER, KARPENTER_DO_NOT_DISRUPT,
-    window_field_manager,
+    namespace_field_manager,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -393,7 +393,7 @@ async fn the_admission_policy_lets_the_operator_roll_out_and_annotate_but_change
 
         // Pods: the window's do-not-disrupt annotations (server-side apply, as the window
         // controller writes them) go through; a label does not.
-        let manager = window_field_manager("00000000-test");
+        let manager = namespace_field_manager(&ns);
         let pod_uid = Api::<Pod>::namespaced(client.clone(), &ns)
             .get(&pod)
             .await

@@ -1,15 +1,16 @@
-//! Reading `metadata.managedFields`: which annotations a window's field manager owns, which
-//! windows have written to an object, and trimming foreign entries from cached objects.
+//! Reading `metadata.managedFields`: which annotations a field manager owns, which of the
+//! guard's managers have written to an object, and trimming foreign entries from cached objects.
 //!
 //! Server-side apply records, per field manager, the fields it set. The window controller
-//! writes with one manager per window (`disruption-guard/<uid>`), so these entries are the
-//! authoritative record of what each window added, and survive any restart of the operator.
+//! writes with one manager per namespace (`disruption-guard/<namespace>`), so these entries are
+//! the authoritative record of what each namespace's windows added, and survive any restart of
+//! the operator.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::resources::names::{FIELD_MANAGER, window_field_manager};
+use crate::resources::names::FIELD_MANAGER;
 
 /// Annotation keys that `manager` owns on the object.
 pub fn owned_annotations(meta: &ObjectMeta, manager: &str) -> BTreeSet<String> {
@@ -33,14 +34,15 @@ pub fn has_manager(meta: &ObjectMeta, manager: &str) -> bool {
         .any(|m| m.manager.as_deref() == Some(manager))
 }
 
-/// UIDs of the windows whose field managers (`disruption-guard/<uid>`) have written here.
-pub fn window_uids(meta: &ObjectMeta) -> BTreeSet<String> {
+/// What follows `disruption-guard/` in each of the guard's field managers on the object: a
+/// namespace, or the UID of a window of an earlier version.
+pub fn guard_managers(meta: &ObjectMeta) -> BTreeSet<String> {
     let prefix = format!("{FIELD_MANAGER}/");
     meta.managed_fields
         .iter()
         .flatten()
         .filter_map(|m| m.manager.as_deref()?.strip_prefix(&prefix))
-        .filter(|uid| !uid.is_empty())
+        .filter(|suffix| !suffix.is_empty())
         .map(str::to_string)
         .collect()
 }
@@ -55,16 +57,6 @@ pub fn holds_fields(meta: &ObjectMeta, manager: &str) -> bool {
         .filter(|m| m.manager.as_deref() == Some(manager))
         .filter_map(|m| m.fields_v1.as_ref())
         .any(|f| f.0.as_object().is_some_and(|o| !o.is_empty()))
-}
-
-/// UIDs of the windows whose field managers still hold at least one field here: the windows
-/// that really share the object (an ownerReference alone proves nothing, another manager may
-/// hold it).
-pub fn holding_window_uids(meta: &ObjectMeta) -> BTreeSet<String> {
-    window_uids(meta)
-        .into_iter()
-        .filter(|uid| holds_fields(meta, &window_field_manager(uid)))
-        .collect()
 }
 
 /// Whether `manager` holds the label `key`.
@@ -143,10 +135,6 @@ pub(crate) mod tests {
         assert!(holds_fields(&meta, "disruption-guard/a"));
         assert!(!holds_fields(&meta, "disruption-guard/b"));
         assert!(!holds_fields(&meta, "disruption-guard/c"));
-        assert_eq!(
-            holding_window_uids(&meta),
-            BTreeSet::from(["a".to_string()])
-        );
         let key = "app.kubernetes.io/managed-by";
         assert!(holds_label(&meta, "disruption-guard", key));
         assert!(!holds_label(&meta, "disruption-guard/a", key));
@@ -170,7 +158,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn window_uids_lists_every_window_manager_but_not_the_base_one() {
+    fn guard_managers_lists_every_namespace_or_window_manager_but_not_the_base_one() {
         let meta = ObjectMeta {
             managed_fields: Some(vec![
                 entry("disruption-guard/a", &[]),
@@ -181,7 +169,7 @@ pub(crate) mod tests {
             ..Default::default()
         };
         assert_eq!(
-            window_uids(&meta),
+            guard_managers(&meta),
             BTreeSet::from(["a".to_string(), "b".to_string()])
         );
     }

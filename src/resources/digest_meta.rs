@@ -181,7 +181,7 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Err
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::fields::{owned_annotations, window_uids};
+    use crate::k8s::fields::{guard_managers, owned_annotations};
     use serde_json::json;
 
     #[derive(Deserialize)]
@@ -231,7 +231,10 @@ mod tests {
             .map(String::from)
             .collect()
         );
-        assert_eq!(window_uids(&meta).into_iter().collect::<Vec<_>>(), ["w1"]);
+        assert_eq!(
+            guard_managers(&meta).into_iter().collect::<Vec<_>>(),
+            ["w1"]
+        );
     }
 
     #[test]
@@ -248,7 +251,10 @@ mod tests {
         let meta = read(
             json!({"managedFields": [{"manager": "disruption-guard/w2", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]}),
         );
-        assert_eq!(window_uids(&meta).into_iter().collect::<Vec<_>>(), ["w2"]);
+        assert_eq!(
+            guard_managers(&meta).into_iter().collect::<Vec<_>>(),
+            ["w2"]
+        );
         assert!(owned_annotations(&meta, "disruption-guard/w2").is_empty());
     }
 }

@@ -55,10 +55,11 @@ pub const INTERCEPT_EVICTIONS: &str = "disruption-guard.io/intercept-evictions";
 /// Pod-template annotation `kubectl rollout restart` sets; the drain watcher sets it the same way.
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
-/// The field manager a window's own writes use, so that releasing one window never removes
-/// what another window (or a person) set.
-pub fn window_field_manager(window_uid: &str) -> String {
-    format!("{FIELD_MANAGER}/{window_uid}")
+/// Field manager of the protection the windows of `namespace` want: `disruption-guard/<namespace>`.
+/// Earlier versions wrote with one manager per window, `disruption-guard/<window uid>`; the
+/// namespace's pass adopts and releases those.
+pub fn namespace_field_manager(namespace: &str) -> String {
+    format!("{FIELD_MANAGER}/{namespace}")
 }
 
 /// Whether the operator ever reads the annotation or label `key` of a cached object other than a
@@ -84,7 +85,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn window_field_manager_extends_the_base_manager() {
-        assert_eq!(window_field_manager("abc"), "disruption-guard/abc");
+    fn namespace_field_manager_extends_the_base_manager() {
+        assert_eq!(namespace_field_manager("shop"), "disruption-guard/shop");
     }
 }

@@ -1,5 +1,5 @@
-//! What every reconcile shares: the caches (reflector stores) the plan is computed from, the
-//! writer, the Events publisher and the operator's [`State`].
+//! What every namespace's pass shares: the caches (reflector stores) the plan is computed from,
+//! the writer, the queue of namespaces, the Events publisher and the operator's runtime.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,12 +15,13 @@ use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
 
 use super::apply::Writer;
-use super::plan::{WindowPlan, World, Write};
+use super::namespaces::NamespaceQueue;
+use super::plan::{World, Write};
 use super::unseen::{self, Written};
 use super::{WindowArgs, WindowMetrics};
 use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
-use crate::resources::{PodDigest, TestWindow, TestWindowStatus};
+use crate::resources::{TestWindow, TestWindowStatus};
 use crate::runtime::events::{Events, Note};
 use crate::runtime::readable::readable_items;
 use crate::runtime::{Pods, Runtime, Scope};
@@ -50,13 +51,15 @@ pub struct Context {
     pub signals: Vec<Signal>,
     pub stores: WindowStores,
     pub writer: Writer,
+    /// The namespaces reconciled, and what wakes them.
+    pub queue: Arc<NamespaceQueue>,
     pub events: Events,
     pub synced: AtomicBool,
     /// The status last written per window UID, until the cache shows it: a reconcile that
     /// runs before the watch delivers our own write must not see the older status (it would
     /// repeat Events such as `Opened`).
     pub written: Mutex<HashMap<String, TestWindowStatus>>,
-    /// Each window's writes not seen back yet, by window UID ([`super::unseen`]).
+    /// Each namespace's writes not seen back yet, by namespace ([`super::unseen`]).
     pub unseen: Mutex<HashMap<String, Written>>,
 }
 
@@ -102,43 +105,15 @@ impl Context {
         }
     }
 
-    /// The world of `ns` read from the API server rather than the caches: used for the last
-    /// release of a window being deleted, where a write the caches have not seen yet would
-    /// otherwise be left behind for good.
-    pub async fn fresh_world(&self, ns: &str) -> Result<World, kube::Error> {
-        let client = self.runtime.client.clone();
-        let lp = ListParams::default();
-        fn arcs<K>(items: Vec<K>) -> Vec<Arc<K>> {
-            items.into_iter().map(Arc::new).collect()
-        }
-        // Read one object at a time: one a tenant stored out of range never fails a release.
+    /// The windows of `ns` read from the API server rather than the cache, one at a time (one
+    /// a tenant stored out of range is reported and left out): a release is confirmed against
+    /// them, so a window cache that lags never releases a live window's pods.
+    pub async fn fresh_windows(&self, ns: &str) -> Result<Vec<Arc<TestWindow>>, kube::Error> {
+        let api = Api::<Decoded<TestWindow>>::namespaced(self.runtime.client.clone(), ns);
+        let listed = api.list(&ListParams::default()).await?;
         let refusals = &self.runtime.ready.refusals;
-        let pods = Api::<Decoded<PodDigest>>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await?;
-        let pods = readable_items("pods", &(), refusals, pods.items);
-        let nodes = Api::<Decoded<Node>>::all(client.clone()).list(&lp).await?;
-        let nodes = readable_items("nodes", &(), refusals, nodes.items);
-        let pdbs = Api::<Decoded<PodDisruptionBudget>>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await?;
-        let pdbs = readable_items("poddisruptionbudgets", &(), refusals, pdbs.items);
-        let node_claims = match &self.writer.node_claims {
-            Some(ar) => {
-                let claims = Api::<Decoded<DynamicObject>>::all_with(client.clone(), ar)
-                    .list(&lp)
-                    .await?;
-                Some(readable_items("nodeclaims", ar, refusals, claims.items))
-            }
-            None => None,
-        };
-        // Each object was trimmed as it was decoded, as the caches' are.
-        let mut world = self.world(ns);
-        world.pods = arcs(pods);
-        world.nodes = arcs(nodes);
-        world.pdbs = arcs(pdbs);
-        world.node_claims = node_claims.map(arcs);
-        Ok(world)
+        let windows = readable_items("testwindows", &(), refusals, listed.items);
+        Ok(windows.into_iter().map(Arc::new).collect())
     }
 
     /// The window's status as last known: its cached status, or the one this operator wrote
@@ -166,31 +141,23 @@ impl Context {
             .insert(uid, status.clone());
     }
 
-    /// Takes out of `plan` the writes of window `uid` that the caches (`world`) do not show
-    /// back yet ([`unseen::hold_back`]).
-    pub fn hold_back(&self, uid: &str, plan: &mut WindowPlan, world: &World) {
+    /// Takes out of `writes` those namespace `ns` made already and the caches (`world`) do not
+    /// show back yet ([`unseen::hold_back`]).
+    pub fn hold_back(&self, ns: &str, writes: &mut Vec<Write>, world: &World) {
         let mut unseen = self.unseen.lock().expect("unseen lock");
-        let Some(written) = unseen.get_mut(uid) else {
+        let Some(written) = unseen.get_mut(ns) else {
             return;
         };
-        let before = plan.writes.len();
-        unseen::hold_back(
-            written,
-            &mut plan.writes,
-            &mut plan.waiting,
-            world,
-            Instant::now(),
-        );
-        plan.unseen = (before - plan.writes.len()) as u32;
+        unseen::hold_back(written, writes, world, Instant::now());
         if written.is_empty() {
-            unseen.remove(uid);
+            unseen.remove(ns);
         }
     }
 
-    /// Remembers the writes of window `uid` that succeeded, with the versions they left.
-    pub fn wrote(&self, uid: &str, writes: &[Write], versions: &[Option<String>]) {
+    /// Remembers the writes of namespace `ns` that succeeded, with the versions they left.
+    pub fn wrote(&self, ns: &str, writes: &[Write], versions: &[Option<String>]) {
         let mut unseen = self.unseen.lock().expect("unseen lock");
-        let written = unseen.entry(uid.to_string()).or_default();
+        let written = unseen.entry(ns.to_string()).or_default();
         unseen::record(written, writes, versions, Instant::now());
     }
 
@@ -198,7 +165,6 @@ impl Context {
     pub fn forget(&self, window: &TestWindow) {
         let uid = window.metadata.uid.clone().unwrap_or_default();
         self.written.lock().expect("written lock").remove(&uid);
-        self.unseen.lock().expect("unseen lock").remove(&uid);
     }
 
     /// The API of a window's namespace.

@@ -1,6 +1,7 @@
-//! The planner's vocabulary: what a plan reads (the [`World`] of a namespace, the window as
-//! [`WindowFacts`], the [`Workload`] a pod belongs to) and what it decides (a [`WindowPlan`] of
-//! [`Write`]s). Shared by [`super::plan`] and [`super::pdbs`]; pure data and lookups.
+//! The planner's vocabulary: what a plan reads (the [`World`] of a namespace, each window as
+//! [`WindowFacts`], the [`Workload`] a pod belongs to) and what it decides (a [`NamespacePlan`]:
+//! the namespace's [`Write`]s and a [`WindowPlan`] view per window). Shared by [`super::plan`]
+//! and [`super::pdbs`]; pure data and lookups.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,7 +14,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::DynamicObject;
 
 use super::selector;
-use crate::resources::names::window_field_manager;
 use crate::resources::{PodDigest, Protect, TestWindow};
 
 /// The objects a plan is computed from; pods, workloads and PDBs of the window's namespace.
@@ -59,11 +59,6 @@ impl WindowFacts {
             admitted: None,
         }
     }
-
-    /// The window's field manager, `disruption-guard/<uid>`.
-    pub fn manager(&self) -> String {
-        window_field_manager(&self.uid)
-    }
 }
 
 /// A kind of object whose annotations a window manages.
@@ -103,25 +98,26 @@ impl Workload {
 /// One write to make.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
-    /// Apply exactly these annotations with the window's manager (empty = release).
+    /// Apply exactly these annotations with `manager` (empty = release): the namespace's
+    /// manager, or to release it, the manager of an earlier version's window.
     Annotate {
         target: Target,
         name: String,
         uid: String,
+        manager: String,
         annotations: BTreeMap<String, String>,
     },
-    /// Apply the window's PDB for a workload (creates it or adds the window as an owner).
+    /// Apply the namespace's PDB for a workload (creates it or takes it over).
     ApplyPdb { name: String, workload: Workload },
-    /// Drop the window's claim on a PDB whose fields another window's manager still holds:
-    /// an empty apply with the window's manager, refused (409) unless the PDB is still at
-    /// `resource_version`, so a release never strips a PDB that changed since it was read.
+    /// Drop the fields an earlier version's window manager holds on a PDB the namespace's
+    /// manager now holds too (an empty apply with that manager).
     ReleasePdb {
         name: String,
         uid: String,
-        resource_version: String,
+        manager: String,
     },
-    /// Delete a PDB no other window's manager holds fields of (UID and resourceVersion
-    /// preconditions).
+    /// Delete a guard PDB no window wants (UID and resourceVersion preconditions, so a PDB
+    /// that changed since it was read is decided again).
     DeletePdb {
         name: String,
         uid: String,
@@ -129,27 +125,41 @@ pub enum Write {
     },
 }
 
-/// The outcome of planning one window.
+/// One window's view of its namespace's protection: what it selects, what it waits for.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowPlan {
+    /// The namespace's writes still to make (for the window's status and the tests).
     pub writes: Vec<Write>,
     pub workloads: u32,
     pub pods: u32,
     pub nodes: u32,
-    /// PDBs the window relies on (its own and reused ones).
+    /// PDBs the window relies on (the guard's and reused ones).
     pub pdbs: Vec<String>,
     /// PDBs that existed before and cover the window's pods: none is created for those.
     pub reused_pdbs: Vec<String>,
     /// Why protection is not yet complete although no write is pending.
     pub waiting: Vec<String>,
-    /// Writes held back until the caches show the window's last write of them
-    /// ([`super::unseen`]); each is also in `waiting`.
-    pub unseen: u32,
     /// Annotations somebody else set to another value: left alone (`kind/name key=value`).
     pub foreign_values: Vec<String>,
     /// Why the window does not get (all) the protection it asks for: its `Ready=False` reason
     /// and message (a refused `protect.daemonSets`, the node cap).
     pub refused: Option<Refusal>,
+}
+
+/// What a namespace's pass writes, and each window's view (in the order the windows were
+/// given).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NamespacePlan {
+    pub writes: Vec<Write>,
+    pub windows: Vec<WindowPlan>,
+}
+
+impl NamespacePlan {
+    /// Whether a write removes protection (a release or a deletion): the pass confirms those
+    /// against a fresh read of the namespace's windows first.
+    pub fn releases(&self) -> bool {
+        self.writes.iter().any(Write::releases)
+    }
 }
 
 /// A limit the window ran into: `Ready` stays False with this reason and message.
@@ -173,8 +183,21 @@ impl Write {
             }
             Write::Annotate { target, name, .. } => format!("annotations of {target:?} {name}"),
             Write::ApplyPdb { name, .. } => format!("PodDisruptionBudget {name}"),
-            Write::ReleasePdb { name, .. } => format!("release of PodDisruptionBudget {name}"),
+            Write::ReleasePdb { name, manager, .. } => {
+                format!("release of PodDisruptionBudget {name} by {manager}")
+            }
             Write::DeletePdb { name, .. } => format!("deletion of PodDisruptionBudget {name}"),
+        }
+    }
+}
+
+impl Write {
+    /// Whether the write removes protection.
+    pub fn releases(&self) -> bool {
+        match self {
+            Write::Annotate { annotations, .. } => annotations.is_empty(),
+            Write::ApplyPdb { .. } => false,
+            Write::ReleasePdb { .. } | Write::DeletePdb { .. } => true,
         }
     }
 }

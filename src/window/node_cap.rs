@@ -7,9 +7,9 @@
 //! annotations only (a DaemonSet's, a bare pod's, or any pod when the window writes no PDB)
 //! holds its own node. Units are admitted window by window in opening order, in name order
 //! within a window, while the nodes held stay within the cap; a unit whose nodes are all held
-//! already (by any window of the namespace) costs nothing. What a window holds now (its field
-//! manager on a pod, a node or a PDB) is counted first and never taken back: a unit the
-//! window already protects stays admitted, even when its workload has since spread further.
+//! already (by any window of the namespace) costs nothing. What the namespace holds now (its
+//! field manager on a pod, a node or a PDB) is counted first and never taken back: a unit
+//! already protected stays admitted, even when its workload has since spread further.
 //! Every replica and every reconcile computes the same order from the same caches, so windows
 //! reconciled at the same time do not each take the last free node.
 
@@ -20,6 +20,7 @@ use super::model::{WindowFacts, World, is_live, labels, selected_pods, workload_
 use super::selector;
 use crate::k8s::fields::{has_manager, holds_fields};
 use crate::resources::PodDigest;
+use crate::resources::names::namespace_field_manager;
 
 /// The `Ready` reason of a window that the cap keeps from protecting all it selects.
 pub const NODE_LIMIT: &str = "NodeLimit";
@@ -62,7 +63,7 @@ struct Unit {
     key: String,
     pods: BTreeSet<String>,
     nodes: BTreeSet<String>,
-    /// The window protects it now (its manager on one of the pods, or on the PDB).
+    /// The namespace protects it now (its manager on one of the pods, or on the PDB).
     held: bool,
 }
 
@@ -78,7 +79,7 @@ fn namespace_pods<'a>(window: &WindowFacts, world: &'a World) -> Vec<&'a Arc<Pod
 
 /// The units of `window`'s selection.
 fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
-    let manager = window.manager();
+    let manager = namespace_field_manager(&window.namespace);
     let ns_pods = namespace_pods(window, world);
     let mut units: BTreeMap<String, Unit> = BTreeMap::new();
     for pod in selected_pods(window, &world.pods) {
@@ -124,10 +125,10 @@ fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
     units.into_values().collect()
 }
 
-/// The nodes `window` holds now: those its manager annotated, those of the pods it annotated,
+/// The nodes `window`'s namespace holds now: those its manager annotated, those of the pods it annotated,
 /// and those of the live pods its PDBs cover.
 fn held_nodes(window: &WindowFacts, world: &World) -> BTreeSet<String> {
-    let manager = window.manager();
+    let manager = namespace_field_manager(&window.namespace);
     let ns_pods = namespace_pods(window, world);
     let mut held: BTreeSet<String> = world
         .nodes

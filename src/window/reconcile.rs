@@ -1,40 +1,44 @@
-//! One reconcile of one window: gather (from the caches) → decide (pure: [`super::plan`],
-//! [`super::status`]) → apply (writes) → status and Events. Closing, expiry and deletion share
-//! the release path: the plan of a window that is not Active wants nothing, so its writes
-//! remove what it added.
+//! One pass over one namespace: gather (from the caches) → decide (pure: [`super::plan`] over
+//! all its windows, [`super::status`] per window) → apply (the namespace's writes, once per
+//! object) → each window's status and Events. Opening, closing, expiry and deletion are the
+//! same computation: a window that is not Active wants nothing, so what only it wanted is
+//! released, and what others still want is left as it is.
+//!
+//! A pass that would remove protection first reads the namespace's windows from the API server
+//! and decides again from them: a window cache that lags never releases a live window's pods.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, stream};
+use futures::future::join_all;
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{self, Event as FinalizerEvent, finalizer};
+use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::apply;
 use super::context::Context;
 use super::error::Error;
+use super::events::write_statuses;
 use super::limits;
-use super::plan::{self, WindowFacts, WindowPlan};
+use super::plan::{self, NamespacePlan, WindowFacts, WindowPlan, World, Write};
 use super::settling;
-use super::status::next_status;
-use super::status_write::write_status;
 use super::timing::{self, Timing};
-use crate::resources::names::FINALIZER;
+use crate::resources::names::{FINALIZER, namespace_field_manager};
 use crate::resources::{Phase, TestWindow, TestWindowStatus};
+use crate::runtime::Scope;
 
-/// How many writes of one window run at once.
+/// How many writes of one pass run at once.
 const WRITE_CONCURRENCY: usize = 16;
 
-/// Reconciles a window; failures become a Warning Event, a metric and a requeue. Reconciles the
-/// gates above turn away (out of scope, caches loading, not the leader) are not timed: they do
-/// nothing.
-pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = window.namespace().unwrap_or_default();
+/// Reconciles a namespace; failures become a Warning Event on its windows, a metric and a
+/// requeue. Passes the gates turn away (out of scope, caches loading, not the leader) are not
+/// timed: they do nothing.
+pub async fn reconcile(key: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = key.name_any();
     if !ctx.runtime.in_scope(&ns) {
         return Ok(Action::await_change());
     }
@@ -45,31 +49,42 @@ pub async fn reconcile(window: Arc<TestWindow>, ctx: Arc<Context>) -> Result<Act
     if !ctx.runtime.leader.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    // The namespace's pods are cached from its first window on; its first reconcile waits for
+    // The namespace's pods are cached from its first window on; its first pass waits for
     // their list.
     if !ctx.pods_synced(&ns).await {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let started = Instant::now();
-    let result = reconcile_window(window.clone(), &ctx).await;
+    let result = pass(&ns, &ctx).await;
     ctx.metrics
         .reconcile_durations
         .observe(result.is_ok(), started.elapsed());
     if let Err(err) = &result {
         ctx.metrics.error(err.category());
-        warn!(window = %window.name_any(), namespace = %ns, category = err.category(), error = %err, "reconcile failed");
-        ctx.publish(
-            &window,
-            EventType::Warning,
-            "ReconcileFailed",
-            err.to_string(),
-        );
+        warn!(namespace = %ns, category = err.category(), error = %err, "reconcile failed");
+        for window in ctx.windows_in(&ns).iter().filter(|w| !settled(w)) {
+            ctx.publish(
+                window,
+                EventType::Warning,
+                "ReconcileFailed",
+                err.to_string(),
+            );
+        }
     }
     result
 }
 
+/// Whether a window's pass has nothing left to do: it ended, released, and is not deleted.
+fn settled(window: &TestWindow) -> bool {
+    window.metadata.deletion_timestamp.is_none()
+        && window
+            .status
+            .as_ref()
+            .is_some_and(TestWindowStatus::is_released)
+}
+
 /// The requeue after a failure: quick for conflicts, slower for the rest.
-pub fn error_policy(_window: Arc<TestWindow>, err: &Error, _ctx: Arc<Context>) -> Action {
+pub fn error_policy(_key: Arc<Namespace>, err: &Error, _ctx: Arc<Context>) -> Action {
     if err.is_conflict() {
         Action::requeue(Duration::from_millis(100))
     } else {
@@ -77,191 +92,245 @@ pub fn error_policy(_window: Arc<TestWindow>, err: &Error, _ctx: Arc<Context>) -
     }
 }
 
-/// The finalizer (`disruption-guard.io/cleanup`, kept by `kube::runtime::finalizer`) holds a
-/// deleted window until its release is done.
-async fn reconcile_window(window: Arc<TestWindow>, ctx: &Context) -> Result<Action, Error> {
-    let api = ctx.windows(&window);
-    finalizer(&api, FINALIZER, window, |event| async move {
-        match event {
-            FinalizerEvent::Apply(window) => keep(&window, ctx).await,
-            FinalizerEvent::Cleanup(window) => release_deleted(&window, ctx).await,
-        }
-    })
-    .await
-    .map_err(|err| match err {
-        finalizer::Error::ApplyFailed(err) | finalizer::Error::CleanupFailed(err) => err,
-        finalizer::Error::AddFinalizer(err) | finalizer::Error::RemoveFinalizer(err) => {
-            Error::Finalizer(err)
-        }
-        finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => {
-            Error::FinalizerPatch(err.to_string())
-        }
-    })
+/// One window as this pass decided it.
+pub(super) struct Decided {
+    pub window: Arc<TestWindow>,
+    pub timing: Timing,
+    pub facts: WindowFacts,
+    pub previous: TestWindowStatus,
 }
 
-/// A window that exists: protect it while Active, record its end, release, report, and delete
-/// it once its retention is over.
-async fn keep(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
-    let now = Timestamp::now();
+/// The windows of `ns` as decided at `now`, and the namespace's plan.
+fn decide(
+    ctx: &Context,
+    ns: &str,
+    windows: &[Arc<TestWindow>],
+    world: &World,
+    now: Timestamp,
+) -> (Vec<Decided>, NamespacePlan) {
     let args = &ctx.args;
-    let timing = timing::decide(window, now, args.max_ttl_signed());
-    if timing::retention_over(&timing, now, args.retention_signed()) {
-        info!(window = %window.name_any(), "deleting ended window after its retention");
-        ctx.windows(window)
-            .delete(&window.name_any(), &DeleteParams::background())
-            .await
-            .map_err(Error::Delete)?;
-        return Ok(Action::await_change());
+    let mut decided = Vec::with_capacity(windows.len());
+    let mut refusals = Vec::with_capacity(windows.len());
+    for window in windows {
+        let timing = timing::decide(window, now, args.max_ttl_signed());
+        let active = timing.phase == Phase::Active && window.metadata.deletion_timestamp.is_none();
+        let mut facts = WindowFacts::of(window, active, timing.expires_at);
+        let refused = active
+            .then(|| limits::restrict(window, &mut facts, windows, world, args, now))
+            .flatten();
+        refusals.push(refused);
+        decided.push(Decided {
+            previous: ctx.previous_status(window),
+            window: window.clone(),
+            timing,
+            facts,
+        });
+    }
+    let facts: Vec<WindowFacts> = decided.iter().map(|d| d.facts.clone()).collect();
+    let mut plan = plan::plan(ns, &facts, world);
+    for ((view, refused), d) in plan.windows.iter_mut().zip(refusals).zip(&decided) {
+        view.refused = refused;
+        if d.facts.active && d.previous.ready_at.is_none() {
+            let opened = d.timing.opened_at;
+            let moving = settling::unsettled(&d.facts, world, &ctx.signals, opened, now);
+            view.waiting.extend(moving);
+        }
+    }
+    (decided, plan)
+}
+
+/// The pass: see the module's documentation.
+async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
+    let now = Timestamp::now();
+    let mut windows = ctx.windows_in(ns);
+    delete_retained(ctx, &mut windows, now).await?;
+    let world = ctx.world(ns);
+    let (mut decided, mut plan) = decide(ctx, ns, &windows, &world, now);
+    if plan.releases() {
+        windows = ctx.fresh_windows(ns).await.map_err(|source| Error::Write {
+            what: "a fresh read of the namespace's windows".into(),
+            source,
+        })?;
+        delete_retained(ctx, &mut windows, now).await?;
+        (decided, plan) = decide(ctx, ns, &windows, &world, now);
+    }
+    ctx.hold_back(ns, &mut plan.writes, &world);
+    for view in &mut plan.windows {
+        view.writes.clone_from(&plan.writes);
     }
 
-    let mut view = WindowFacts::of(window, timing.phase == Phase::Active, timing.expires_at);
-    let world = ctx.world(&view.namespace);
-    let refused = if view.active {
-        let namespace_windows = ctx.windows_in(&view.namespace);
-        limits::restrict(window, &mut view, &namespace_windows, &world, args, now)
-    } else {
-        None
-    };
-    let mut plan = plan::plan(&view, &world);
-    plan.refused = refused;
-    ctx.hold_back(&view.uid, &mut plan, &world);
-    let previous = ctx.previous_status(window);
-    if previous.ready_at.is_none() {
-        let signals = &ctx.signals;
-        let moving = settling::unsettled(&view, &world, signals, timing.opened_at, now);
-        plan.waiting.extend(moving);
-    }
-
-    // The end is recorded before the release (docs/windows.md, "Lifecycle"): whoever watches
-    // the window sees it ended, `Ready` False for `Releasing`, before any protection goes, so a
+    // The end is recorded before the release (docs/windows.md, "Lifecycle"): whoever watches a
+    // window sees it ended, `Ready` False for `Releasing`, before any protection goes, so a
     // window whose status says Active always protects what it selects.
-    let ending = timing.phase.is_final() && !previous.phase.is_final();
-    let recorded_end = if ending && !plan.complete() {
-        let signals = &ctx.signals;
-        let status = next_status(
-            window, &previous, &timing, &view, &plan, &world, signals, false, now,
-        );
-        write_status(ctx, window, &status).await?;
-        ctx.remember_status(window, &status);
-        events(window, ctx, &previous, &status, &timing, &plan, now);
-        Some(status)
-    } else {
-        None
-    };
+    let ending: Vec<usize> = decided
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.timing.phase.is_final() && !d.previous.phase.is_final())
+        .filter(|(_, d)| d.window.metadata.deletion_timestamp.is_none())
+        .map(|(i, _)| i)
+        .collect();
+    if !plan.writes.is_empty() && !ending.is_empty() {
+        write_statuses(
+            ctx,
+            &mut decided,
+            &plan.windows,
+            &world,
+            &ending,
+            false,
+            now,
+        )
+        .await?;
+    }
 
-    let failure = write_planned(ctx, &view, &plan).await;
-    let status = next_status(
-        window,
-        &previous,
-        &timing,
-        &view,
-        &plan,
+    let failure = write_all(ctx, ns, &plan.writes).await;
+    if failure.is_none() {
+        for view in &mut plan.windows {
+            view.writes.clear();
+        }
+    }
+    let live: Vec<usize> = (0..decided.len())
+        .filter(|i| decided[*i].window.metadata.deletion_timestamp.is_none())
+        .collect();
+    write_statuses(
+        ctx,
+        &mut decided,
+        &plan.windows,
         &world,
-        &ctx.signals,
+        &live,
         failure.is_none(),
         now,
-    );
-    // A window's first protection goes out before its first status: the reconcile that the
-    // writes' echo wakes writes it, `Ready` at once when nothing else is awaited. A status
-    // "Protecting" in between would put one more write on every opening's way to `Ready`.
-    if opening(&previous, &status, &plan, failure.is_none()) {
-        return Ok(requeue(&timing, &plan, now, args.retention_signed()));
-    }
-    let last_written = recorded_end.as_ref().unwrap_or(&previous);
-    if status != *last_written {
-        write_status(ctx, window, &status).await?;
-        ctx.remember_status(window, &status);
-    }
-    if recorded_end.is_none() {
-        events(window, ctx, &previous, &status, &timing, &plan, now);
-    }
+    )
+    .await?;
+    finalizers(ctx, &decided, failure.is_none()).await?;
     if let Some(err) = failure {
         return Err(err);
     }
-    Ok(requeue(&timing, &plan, now, args.retention_signed()))
-}
-
-/// Whether this reconcile wrote a window's first protection (or waits to see it back), all of
-/// it successfully, and its status would only say it is not ready yet.
-fn opening(
-    previous: &TestWindowStatus,
-    status: &TestWindowStatus,
-    plan: &WindowPlan,
-    writes_ok: bool,
-) -> bool {
-    previous.phase == Phase::Pending
-        && status.phase == Phase::Active
-        && !status.is_ready()
-        && (!plan.writes.is_empty() || plan.unseen > 0)
-        && writes_ok
-}
-
-/// A window being deleted: its release is planned from a fresh read of the namespace (a write
-/// the caches have not seen yet is not left behind); once written, the finalizer goes.
-async fn release_deleted(window: &TestWindow, ctx: &Context) -> Result<Action, Error> {
-    let timing = timing::decide(window, Timestamp::now(), ctx.args.max_ttl_signed());
-    let view = WindowFacts::of(window, false, timing.expires_at);
-    let world = ctx
-        .fresh_world(&view.namespace)
-        .await
-        .map_err(|source| Error::Write {
-            what: "a fresh view of the namespace".into(),
-            source,
-        })?;
-    let plan = plan::plan(&view, &world);
-    if let Some(err) = write_planned(ctx, &view, &plan).await {
-        return Err(err);
+    if decided.is_empty() && plan.writes.is_empty() {
+        // Nothing of the guard's is left here: the namespace's pods need no cache.
+        ctx.stores.pods.release(&Scope::Namespace(ns.to_string()));
+        return Ok(Action::await_change());
     }
-    ctx.forget(window);
-    Ok(Action::await_change())
+    let retention = ctx.args.retention_signed();
+    let next = decided
+        .iter()
+        .zip(&plan.windows)
+        .map(|(d, view)| requeue(&d.timing, view, now, retention))
+        .min()
+        .unwrap_or(Duration::from_secs(300));
+    Ok(Action::requeue(next))
 }
 
-/// Makes the plan's writes, counted and timed; the first failure, if any.
-async fn write_planned(ctx: &Context, view: &WindowFacts, plan: &WindowPlan) -> Option<Error> {
+/// Deletes the ended windows of `windows` whose retention is over, and drops them from it.
+async fn delete_retained(
+    ctx: &Context,
+    windows: &mut Vec<Arc<TestWindow>>,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let (max_ttl, retention) = (ctx.args.max_ttl_signed(), ctx.args.retention_signed());
+    let mut kept = Vec::with_capacity(windows.len());
+    for window in windows.drain(..) {
+        let timing = timing::decide(&window, now, max_ttl);
+        if window.metadata.deletion_timestamp.is_none()
+            && timing::retention_over(&timing, now, retention)
+        {
+            info!(window = %window.name_any(), "deleting ended window after its retention");
+            ctx.windows(&window)
+                .delete(&window.name_any(), &DeleteParams::background())
+                .await
+                .map_err(Error::Delete)?;
+            continue;
+        }
+        kept.push(window);
+    }
+    *windows = kept;
+    Ok(())
+}
+
+/// Adds the finalizer to a window that lacks it (one made with kubectl; the API creates windows
+/// with it), and removes it from a deleted window once the pass's writes succeeded: what only it
+/// wanted is released by then.
+async fn finalizers(ctx: &Context, decided: &[Decided], released: bool) -> Result<(), Error> {
+    for d in decided {
+        let window = &d.window;
+        let current = window.metadata.finalizers.clone().unwrap_or_default();
+        let has = current.iter().any(|f| f == FINALIZER);
+        let next: Vec<String> = match (window.metadata.deletion_timestamp.is_some(), has) {
+            (true, true) if released => current.into_iter().filter(|f| f != FINALIZER).collect(),
+            (false, false) => current.into_iter().chain([FINALIZER.to_string()]).collect(),
+            _ => continue,
+        };
+        // The resourceVersion read makes the patch refused (409) if the list changed since.
+        let patch = json!({"metadata": {
+            "finalizers": next,
+            "resourceVersion": window.metadata.resource_version,
+        }});
+        ctx.windows(window)
+            .patch(
+                &window.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(Error::Finalizer)?;
+        if window.metadata.deletion_timestamp.is_some() {
+            ctx.forget(window);
+        }
+    }
+    Ok(())
+}
+
+/// Makes the writes: the namespace's own first, in parallel, then the releases of an earlier
+/// version's window managers (so an adopted object is never without protection). Remembers
+/// those that succeeded until they are seen back; the first failure, if any.
+async fn write_all(ctx: &Context, ns: &str, writes: &[Write]) -> Option<Error> {
     let started = Instant::now();
-    let failure = write_all(ctx, view, plan).await;
-    ctx.metrics.reconciled(plan.writes.len());
+    let manager = namespace_field_manager(ns);
+    let earlier = |w: &Write| match w {
+        Write::Annotate { manager: m, .. } => *m != manager,
+        Write::ReleasePdb { .. } => true,
+        _ => false,
+    };
+    let (legacy, own): (Vec<Write>, Vec<Write>) = writes.iter().cloned().partition(earlier);
+    let mut failure = None;
+    for batch in [own, legacy] {
+        let mut results: Vec<Result<Option<String>, Error>> = Vec::with_capacity(batch.len());
+        for chunk in batch.chunks(WRITE_CONCURRENCY) {
+            results.extend(join_all(chunk.iter().map(|w| ctx.writer.write(ns, w))).await);
+        }
+        let versions: Vec<Option<String>> = results
+            .iter()
+            .map(|r| r.as_ref().ok().cloned().flatten())
+            .collect();
+        ctx.wrote(ns, &batch, &versions);
+        if let Some(err) = results.into_iter().find_map(Result::err) {
+            failure = Some(err);
+            break;
+        }
+    }
+    ctx.metrics.reconciled(writes.len());
     debug!(
-        window = %view.name,
-        writes = plan.writes.len(),
-        waiting = plan.waiting.len(),
+        namespace = ns,
+        writes = writes.len(),
+        ok = failure.is_none(),
         write_ms = started.elapsed().as_millis() as u64,
         "planned and wrote"
     );
     failure
 }
 
-/// Makes the writes in parallel; remembers those that succeeded until they are seen back.
-async fn write_all(ctx: &Context, view: &WindowFacts, plan: &WindowPlan) -> Option<Error> {
-    let manager = apply::manager_of(view);
-    let results: Vec<Result<Option<String>, Error>> = stream::iter(plan.writes.clone())
-        .map(|w| {
-            let (writer, view, manager) = (ctx.writer.clone(), view.clone(), manager.clone());
-            async move { writer.write(&view, &manager, &w).await }
-        })
-        .buffered(WRITE_CONCURRENCY)
-        .collect()
-        .await;
-    let versions: Vec<Option<String>> = results
-        .iter()
-        .map(|r| r.as_ref().ok().cloned().flatten())
-        .collect();
-    ctx.wrote(&view.uid, &plan.writes, &versions);
-    results.into_iter().find_map(Result::err)
-}
-
+/// When to look at a window again.
 fn requeue(
     timing: &Timing,
     plan: &WindowPlan,
     now: Timestamp,
     retention: SignedDuration,
-) -> Action {
+) -> Duration {
     if !plan.complete() {
-        return Action::requeue(Duration::from_secs(1));
+        return Duration::from_secs(1);
     }
     // A limit may let go once other windows end: looked at again soon.
     if plan.refused.is_some() {
-        return Action::requeue(Duration::from_secs(5));
+        return Duration::from_secs(5);
     }
     let until = |t: Timestamp| {
         let d = t.duration_since(now).max(SignedDuration::from_millis(50));
@@ -270,82 +339,10 @@ fn requeue(
             .min(Duration::from_secs(300))
     };
     match timing.phase {
-        Phase::Active => Action::requeue(until(timing.expires_at).min(Duration::from_secs(60))),
+        Phase::Active => until(timing.expires_at).min(Duration::from_secs(60)),
         _ => {
             let end = timing.ended_at.unwrap_or(now);
-            Action::requeue(until(
-                end.saturating_add(retention).unwrap_or(Timestamp::MAX),
-            ))
+            until(end.saturating_add(retention).unwrap_or(Timestamp::MAX))
         }
-    }
-}
-
-fn events(
-    window: &TestWindow,
-    ctx: &Context,
-    previous: &TestWindowStatus,
-    status: &TestWindowStatus,
-    timing: &Timing,
-    plan: &WindowPlan,
-    now: Timestamp,
-) {
-    let name = window.name_any();
-    let was = previous.phase;
-    // What the report added to the node-seconds held, once: `previous` is what was written.
-    let namespace = window.metadata.namespace.as_deref().unwrap_or_default();
-    for (by, seconds) in status.report.held_node_seconds.each() {
-        let added = seconds.saturating_sub(previous.report.held_node_seconds.get(by));
-        ctx.metrics.held.add(namespace, by.as_str(), added as f64);
-    }
-    if was == Phase::Pending && status.phase == Phase::Active {
-        info!(window = %name, expires_at = %timing.expires_at, "window opened");
-        let note = match &window.spec.opened_by {
-            Some(by) => format!(
-                "open until {}, opened by {}",
-                timing.expires_at,
-                by.summary()
-            ),
-            None => format!("open until {}", timing.expires_at),
-        };
-        ctx.publish(window, EventType::Normal, "Opened", note);
-    }
-    if !previous.is_ready() && status.is_ready() {
-        let latency = now.duration_since(timing.opened_at).as_secs_f64();
-        if previous.ready_at.is_none() {
-            ctx.metrics.ready_after(latency);
-        }
-        info!(window = %name, pods = plan.pods, nodes = plan.nodes, latency, "window ready");
-        let note = status.conditions[0].message.clone();
-        ctx.publish(window, EventType::Normal, "Ready", note);
-        if !plan.foreign_values.is_empty() {
-            let note = format!(
-                "left values set by others: {}",
-                plan.foreign_values.join(", ")
-            );
-            ctx.publish(window, EventType::Warning, "ValueKept", note);
-        }
-    }
-    if timing.renewed {
-        let note = format!("open until {}", timing.expires_at);
-        ctx.publish(window, EventType::Normal, "Renewed", note);
-    }
-    if !was.is_final() && status.phase.is_final() {
-        // The same transition as the Event, decided from the stored status: once per window,
-        // also across a restart of the operator.
-        if let Some((end, seconds)) = super::metrics::ended_window(status) {
-            ctx.metrics.window_ended(end, seconds);
-        }
-        let reason = status.phase.as_str();
-        info!(window = %name, phase = reason, "window ended, releasing protection");
-        let r = &status.report;
-        let note = format!(
-            "ended, releasing protection; report: {} evictions blocked, {} pods disrupted, {} rollouts, {} nodes disrupted, {} node-seconds held",
-            r.evictions_blocked,
-            r.pods_disrupted,
-            r.rollouts,
-            r.nodes_disrupted.len(),
-            r.held_node_seconds.total()
-        );
-        ctx.publish(window, EventType::Normal, reason, note);
     }
 }

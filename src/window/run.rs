@@ -1,18 +1,21 @@
 //! Starting the window controller: the window watch, the stores and wake-ups it reads, the
-//! controller itself, and the start-up that opens its readiness gate.
+//! controller itself (one pass per namespace at a time, [`super::namespaces`]), and the
+//! start-up that opens its readiness gate.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use futures::{StreamExt, future};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
-use tokio::sync::mpsc::unbounded_channel;
 use tracing::{info, warn};
 
 use super::context::{Context, WindowStores};
+use super::namespaces::NamespaceQueue;
 use super::startup::{GATE, startup};
 use super::{WindowArgs, WindowMetrics, apply, reconcile, wakeups};
 use crate::k8s::decoded::Decoded;
@@ -23,12 +26,11 @@ use crate::runtime::caches::{Caches, ChangeFeed};
 use crate::runtime::events::Events;
 use crate::runtime::{Pods, Runtime, Scope};
 
-/// How many windows are reconciled at once. A reconcile mostly waits on the API server (its
-/// writes run in parallel, then the status): under a burst of openings, when a write takes
-/// half a second, sixteen at once left new windows queued for seconds behind the reconciles
-/// in flight. At most this many times `WRITE_CONCURRENCY` writes are in flight; the API
-/// server's priority and fairness queues what exceeds the operator's share, and the client
-/// retries a 429.
+/// How many namespaces are reconciled at once. A pass mostly waits on the API server (its
+/// writes run in parallel, then the statuses): under a burst of openings in many namespaces, a
+/// few passes in flight must not leave the others queued behind them. At most this many times
+/// `WRITE_CONCURRENCY` writes are in flight; the API server's priority and fairness queues what
+/// exceeds the operator's share, and the client retries a 429.
 const RECONCILE_CONCURRENCY: u16 = 32;
 
 /// Runs the window controller until shutdown; `signals` mark a node as being disrupted in the
@@ -44,10 +46,11 @@ pub async fn run(
     runtime.ready.register(GATE);
     let client = runtime.client.clone();
     let namespaces = runtime.namespaces.clone();
+    let (queue, woken) = NamespaceQueue::new();
+    let queue = Arc::new(queue);
 
     let (windows, windows_writer) = reflector::store();
-    // The controller itself waits for this store's readiness, and a store wakes only one
-    // waiter: start-up learns it from the stream instead.
+    // Start-up learns from the stream when the windows are listed.
     let (windows_listed, windows_listed_rx) = tokio::sync::watch::channel(false);
     let pod_scopes = NamespaceScopes {
         pods: caches.pods.clone(),
@@ -55,8 +58,9 @@ pub async fn run(
         runtime: runtime.clone(),
     };
     // Windows are read one at a time (one a tenant stored out of range is reported and left
-    // out: crate::runtime::refusals), by a watch supervised as every cache's is.
-    let (changed, changed_windows) = unbounded_channel();
+    // out: crate::runtime::refusals), by a watch supervised as every cache's is. Each change
+    // wakes its namespace.
+    let window_queue = queue.clone();
     let window_task = reflect(
         "testwindows",
         runtime.api::<Decoded<TestWindow>>(),
@@ -65,19 +69,20 @@ pub async fn run(
         runtime.ready.clone(),
         move |event| {
             pod_scopes.on(&event);
-            match event {
+            match &event {
                 watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
-                    // A closed receiver means the controller stopped (shutdown).
-                    let _ = changed.send(Ok(w));
+                    window_queue.wake(&w.namespace().unwrap_or_default());
+                }
+                watcher::Event::Delete(w) => {
+                    window_queue.wake_known(&w.namespace().unwrap_or_default());
                 }
                 watcher::Event::InitDone => {
                     windows_listed.send_replace(true);
                 }
-                watcher::Event::Delete(_) | watcher::Event::Init => {}
+                watcher::Event::Init => {}
             }
         },
     );
-    let window_stream = wakeups::receive(changed_windows);
 
     let (stateful_sets, sts_task) = crate::runtime::caches::read_only(
         "statefulsets",
@@ -85,13 +90,14 @@ pub async fn run(
         &runtime.ready,
     );
     let claim_resource = wakeups::discover_node_claims(&client).await;
-    let (node_claims, claim_wakeups, claims_task) = match &claim_resource {
+    let (node_claims, claims_task) = match &claim_resource {
         Some(ar) => {
-            let (store, stream, task) =
-                wakeups::node_claims(&client, &runtime.ready, ar, &windows, &caches);
-            (Some(store), stream, Some(task))
+            let pods = caches.pods.clone();
+            let (store, task) =
+                wakeups::node_claims(&client, &runtime.ready, ar, queue.clone(), pods);
+            (Some(store), Some(task))
         }
-        None => (None, futures::stream::pending().boxed(), None),
+        None => (None, None),
     };
     let stores = WindowStores {
         windows: windows.clone(),
@@ -114,23 +120,24 @@ pub async fn run(
             client: client.clone(),
             node_claims: claim_resource,
         },
+        queue: queue.clone(),
         events: Events::new(&runtime),
         synced: AtomicBool::new(false),
         written: Default::default(),
         unseen: Default::default(),
     });
 
-    let pod_wakeups = wakeups::pods(feed.pods, &windows, &caches);
-    let node_wakeups = wakeups::nodes(feed.nodes, &windows, &caches);
-    let pdb_wakeups = wakeups::pdbs(feed.pdbs, &windows, &caches);
+    let feeds = [
+        wakeups::pods(feed.pods, ctx.clone()),
+        wakeups::nodes(feed.nodes, ctx.clone()),
+        wakeups::pdbs(feed.pdbs, ctx.clone()),
+    ];
     tokio::spawn(startup(ctx.clone(), caches, windows_listed_rx));
 
     info!(namespaces = ?namespaces, "window controller starting");
-    Controller::for_stream(window_stream, windows)
-        .reconcile_on(pod_wakeups)
-        .reconcile_on(node_wakeups)
-        .reconcile_on(pdb_wakeups)
-        .reconcile_on(claim_wakeups)
+    let never = futures::stream::pending::<Result<Namespace, watcher::Error>>();
+    Controller::for_stream(never, queue.store())
+        .reconcile_on(wakeups::receive(woken))
         .with_config(ControllerConfig::default().concurrency(RECONCILE_CONCURRENCY))
         .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
@@ -146,7 +153,7 @@ pub async fn run(
         .await;
     sts_task.abort();
     window_task.abort();
-    if let Some(task) = claims_task {
+    for task in feeds.into_iter().chain(claims_task) {
         task.abort();
     }
     info!("window controller stopped");

@@ -1,5 +1,5 @@
 //! After the window controller starts: wait for every cache, open the readiness gate, then
-//! sweep leftovers whenever this replica leads.
+//! sweep for leftovers whenever this replica leads.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -80,9 +80,9 @@ async fn sweeps(ctx: &Context) {
         let all_pods = runs.is_multiple_of(sweep::FULL_SWEEP_EVERY);
         let pods = if all_pods { "all" } else { "cached" };
         let pause = match sweep::sweep(ctx, all_pods).await {
-            Ok(removed) => {
-                if runs == 0 || removed > 0 {
-                    info!(removed, first = runs == 0, pods, "sweep done");
+            Ok(found) => {
+                if runs == 0 || found > 0 {
+                    info!(found, first = runs == 0, pods, "sweep done");
                 }
                 runs += 1;
                 sweep::SWEEP_INTERVAL

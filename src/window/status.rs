@@ -209,6 +209,7 @@ mod tests {
                 target: Target::Pod,
                 name: "api-1".into(),
                 uid: "p1".into(),
+                manager: "disruption-guard/shop".into(),
                 annotations: Default::default(),
             }],
             ..Default::default()

@@ -1,163 +1,129 @@
-//! What wakes the window controller: each watched change as the windows it concerns
-//! (decided by [`super::triggers`]), and the Karpenter NodeClaim watch only the window
-//! controller needs beside the shared caches.
+//! What wakes the window controller: each watched change as the namespaces whose pass reads it
+//! (a pod or PDB its own namespace; a node or NodeClaim the namespaces of the pods on it and
+//! those whose manager wrote to it), when what a pass reads of it changed ([`changes`]); and
+//! the Karpenter NodeClaim watch only the window controller needs beside the shared caches.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use futures::stream::BoxStream;
-use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use std::sync::Arc;
-use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-use super::changes::{self, Change, Changes};
-use super::triggers::{PdbTriggers, windows_for, windows_of_pods};
+use super::changes::{self, Changes};
+use super::context::Context;
+use super::namespaces::NamespaceQueue;
 use crate::k8s::decoded::Decoded;
-use crate::resources::{PodDigest, TestWindow};
+use crate::k8s::fields::guard_managers;
+use crate::resources::PodDigest;
 use crate::runtime::caches::reflect;
 use crate::runtime::reflect::Source;
-use crate::runtime::{Caches, Pods, Readiness};
+use crate::runtime::{Pods, Readiness};
 
-/// A changed pod wakes the windows that select it or wrote to it when what they read of it
-/// changed, else only the windows whose own entry changed ([`changes`]).
-pub fn pods(
-    changed: UnboundedReceiver<Arc<PodDigest>>,
-    windows: &Store<TestWindow>,
-    caches: &Caches,
-) -> impl Stream<Item = ObjectRef<TestWindow>> + use<> {
-    let windows = windows.clone();
-    let pods = caches.pods.clone();
-    let mut seen = Changes::default();
-    receive(changed).flat_map(move |pod| {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let stored = pods.get(&ns, &name).is_some();
-        let now = stored.then(|| (changes::pod(&pod), changes::entries(&pod.metadata)));
-        let present = |key: &str| {
-            let (ns, name) = key.split_once('/').unwrap_or_default();
-            pods.get(ns, name).is_some()
-        };
-        let change = seen.change(format!("{ns}/{name}"), now, present);
-        let refs = if change.shared {
-            windows_for(&windows, Some(&ns), pod.labels(), &change.windows)
-        } else {
-            owners(&windows, &change.windows)
-        };
-        futures::stream::iter(refs)
+/// Wakes the namespace of each changed pod, until the feed ends.
+pub fn pods(mut changed: UnboundedReceiver<Arc<PodDigest>>, ctx: Arc<Context>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let pods = ctx.stores.pods.clone();
+        let mut seen = Changes::default();
+        while let Some(pod) = changed.recv().await {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let now = pods.get(&ns, &name).is_some().then(|| changes::pod(&pod));
+            let present = |key: &str| {
+                let (ns, name) = key.split_once('/').unwrap_or_default();
+                pods.get(ns, name).is_some()
+            };
+            if seen.changed(format!("{ns}/{name}"), now, present) {
+                ctx.queue.wake_known(&ns);
+            }
+        }
     })
 }
 
-/// A node whose disruption marks or guard annotations changed (or that went) wakes the windows
-/// that wrote to it and those selecting a pod on it; a change of one window's entry wakes that
-/// window.
-pub fn nodes(
-    changed: UnboundedReceiver<Arc<Node>>,
-    windows: &Store<TestWindow>,
-    caches: &Caches,
-) -> impl Stream<Item = ObjectRef<TestWindow>> + use<> {
-    let windows = windows.clone();
-    let (pods, nodes) = (caches.pods.clone(), caches.nodes.clone());
-    let mut seen = Changes::default();
-    receive(changed).flat_map(move |node| {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let stored = nodes.get(&ObjectRef::new(&name)).is_some();
-        let now = stored.then(|| (changes::node(&node), changes::entries(&node.metadata)));
-        let present = |key: &str| nodes.get(&ObjectRef::new(key)).is_some();
-        let change = seen.change(name.clone(), now, present);
-        futures::stream::iter(on_node(&windows, &pods, &name, change))
+/// Wakes the namespaces a node's change concerns, until the feed ends.
+pub fn nodes(mut changed: UnboundedReceiver<Arc<Node>>, ctx: Arc<Context>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let nodes = ctx.stores.nodes.clone();
+        let mut seen = Changes::default();
+        while let Some(node) = changed.recv().await {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let stored = nodes.get(&ObjectRef::new(&name)).is_some();
+            let now = stored.then(|| changes::node(&node));
+            let present = |key: &str| nodes.get(&ObjectRef::new(key)).is_some();
+            if seen.changed(name.clone(), now, present) {
+                wake_node(&ctx.queue, &ctx.stores.pods, &name, &node.metadata);
+            }
+        }
     })
 }
 
-/// The windows a change of a node (or of its NodeClaim) concerns.
-fn on_node(
-    windows: &Store<TestWindow>,
+/// Wakes the namespaces with a pod on `node` and those whose manager wrote to it (`meta`: the
+/// node's or its NodeClaim's).
+fn wake_node(
+    queue: &NamespaceQueue,
     pods: &Pods,
     node: &str,
-    change: Change,
-) -> Vec<ObjectRef<TestWindow>> {
-    let mut refs = owners(windows, &change.windows);
-    if change.shared {
-        refs.extend(windows_of_pods(windows, &pods.on_node(node)));
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) {
+    let mut namespaces = guard_managers(meta);
+    if !node.is_empty() {
+        namespaces.extend(pods.on_node(node).iter().filter_map(|p| p.namespace()));
     }
-    refs
+    for ns in namespaces {
+        queue.wake_known(&ns);
+    }
 }
 
-/// The windows with these UIDs (none without a look at the store when there are none).
-fn owners(windows: &Store<TestWindow>, uids: &BTreeSet<String>) -> Vec<ObjectRef<TestWindow>> {
-    if uids.is_empty() {
-        return vec![];
-    }
-    windows_for(windows, None, &BTreeMap::new(), uids)
-}
-
-/// A PDB event wakes the windows it can concern ([`PdbTriggers`]).
+/// Wakes the namespace of each PDB that changed or went, until the feed ends.
 pub fn pdbs(
-    events: UnboundedReceiver<watcher::Event<PodDisruptionBudget>>,
-    windows: &Store<TestWindow>,
-    caches: &Caches,
-) -> impl Stream<Item = ObjectRef<TestWindow>> + use<> {
-    let (windows, pods) = (windows.clone(), caches.pods.clone());
-    let mut triggers = PdbTriggers::default();
-    receive(events)
-        .filter_map(move |event| {
-            let refs = triggers
-                .on(&event)
-                .map(|concerns| PdbTriggers::refs(concerns, &windows, &pods));
-            future::ready(refs)
-        })
-        .flat_map(futures::stream::iter)
+    mut events: UnboundedReceiver<watcher::Event<PodDisruptionBudget>>,
+    ctx: Arc<Context>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if let watcher::Event::Apply(pdb) | watcher::Event::Delete(pdb) = event
+                && let Some(ns) = pdb.namespace()
+            {
+                ctx.queue.wake_known(&ns);
+            }
+        }
+    })
 }
 
 /// Watches Karpenter's NodeClaims (`ar`) into a store, one object at a time and supervised as
 /// every cache is ([`reflect`]); a claim whose node, annotation or candidacy changed (or that
-/// went) wakes the windows that wrote to it and those selecting a pod on its node; a change of
-/// one window's entry wakes that window. The task runs until aborted.
+/// went) wakes the namespaces its node's change would. The task runs until aborted.
 pub fn node_claims(
     client: &Client,
     ready: &Arc<Readiness>,
     ar: &ApiResource,
-    windows: &Store<TestWindow>,
-    caches: &Caches,
-) -> (
-    Store<DynamicObject>,
-    BoxStream<'static, ObjectRef<TestWindow>>,
-    JoinHandle<()>,
-) {
+    queue: Arc<NamespaceQueue>,
+    pods: Pods,
+) -> (Store<DynamicObject>, JoinHandle<()>) {
     let writer = reflector::store::Writer::new(ar.clone());
     let store = writer.as_reader();
-    let windows = windows.clone();
-    let pods = caches.pods.clone();
     let claims = store.clone();
-    let (wake, woken) = unbounded_channel();
     let mut seen = Changes::default();
     let mut on_claim = {
         let ar = ar.clone();
         move |claim: DynamicObject| {
             let name = claim.name_any();
             let stored = |name: &str| claims.get(&ObjectRef::new_with(name, ar.clone())).is_some();
-            let now = stored(&name).then(|| {
-                (
-                    changes::node_claim(&claim),
-                    changes::entries(&claim.metadata),
-                )
-            });
-            let change = seen.change(name, now, stored);
+            let now = stored(&name).then(|| changes::node_claim(&claim));
+            if !seen.changed(name, now, stored) {
+                return;
+            }
             let node = claim
                 .data
                 .pointer("/status/nodeName")
                 .and_then(|v| v.as_str())
                 .unwrap_or_default();
-            for window in on_node(&windows, &pods, node, change) {
-                // A closed receiver means the controller stopped (shutdown).
-                let _ = wake.send(window);
-            }
+            wake_node(&queue, &pods, node, &claim.metadata);
         }
     };
     let task = reflect(
@@ -176,7 +142,7 @@ pub fn node_claims(
             watcher::Event::Init | watcher::Event::InitDone => {}
         },
     );
-    (store, receive(woken).boxed(), task)
+    (store, task)
 }
 
 /// Karpenter's NodeClaim resource, when the cluster serves it.
