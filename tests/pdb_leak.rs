@@ -1,9 +1,8 @@
 //! Issue 16, "Find and fix the leak": a guard PDB must never outlive its windows as an empty
-//! PDB (no labels, no ownerReferences, no spec) that garbage collection and the sweep cannot
-//! find. The last window to let go of a guard PDB deletes it, whatever the ownerReferences say;
-//! windows that end together decide against what is really on the server; the managed-by
-//! label is also held by the shared field manager, so a leftover stays findable; and the
-//! leader's periodic sweep removes such a leftover while the operator runs.
+//! PDB (no labels, no spec) that the sweep cannot find. A guard PDB belongs to its namespace:
+//! the namespace's pass deletes it once no window wants it, whatever an earlier version's
+//! ownerReferences say; windows that end together are one pass; and the leader's periodic
+//! sweep removes a leftover while the operator runs.
 
 mod support;
 
@@ -138,32 +137,41 @@ async fn the_last_window_holding_a_pdbs_fields_deletes_it_although_another_owner
 }
 
 #[tokio::test]
-async fn the_shared_manager_holds_the_label_and_overlapping_windows_ending_together_leave_no_pdb() {
+async fn the_namespaces_manager_holds_the_pdb_and_overlapping_windows_ending_together_leave_no_pdb()
+{
     with_namespace(|client, ns| async move {
         let mut op = Operator::start(&ns, &[]).await;
         windows::lone_pod_on_private_node(&client, &ns, "d").await;
-        let a = open(&client, &ns, "a", "d").await;
-        let b = open(&client, &ns, "b", "d").await;
-        let (ma, mb) = (
-            format!("disruption-guard/{}", uid(&a)),
-            format!("disruption-guard/{}", uid(&b)),
-        );
-        let shared = wait::for_some(
-            "d-dg held by both windows and its label by the shared manager",
+        open(&client, &ns, "a", "d").await;
+        open(&client, &ns, "b", "d").await;
+        let manager = format!("disruption-guard/{ns}");
+        let held = wait::for_some(
+            "d-dg held, its label too, by the namespace's manager",
             LIMIT,
             || async {
                 let p = pdb(&client, &ns, "d-dg").await?;
                 let m = managers(&p);
-                let holds = |name: &str| m.iter().any(|(n, label)| n == name && *label);
-                (holds(&ma) && holds(&mb) && holds("disruption-guard")).then_some(p)
+                m.iter()
+                    .any(|(n, label)| *n == manager && *label)
+                    .then_some((p, m))
             },
         )
         .await;
-        assert_eq!(shared.metadata.owner_references.unwrap().len(), 2);
+        let (held, m) = held;
+        let guard: Vec<_> = m
+            .iter()
+            .filter(|(n, _)| n.starts_with("disruption-guard"))
+            .collect();
+        assert_eq!(guard.len(), 1, "one manager for both windows: {m:?}");
+        assert!(
+            held.metadata
+                .owner_references
+                .unwrap_or_default()
+                .is_empty()
+        );
 
-        // Both windows end while the operator is down: after the restart both reconcile at
-        // once from the same cache, each seeing the other still hold fields. Before the fix
-        // both released and the last release left an empty d-dg behind.
+        // Both windows end while the operator is down: after the restart one pass over the
+        // namespace finds that no window wants d-dg.
         op.kill();
         close(&client, &ns, "a").await;
         close(&client, &ns, "b").await;
@@ -172,17 +180,10 @@ async fn the_shared_manager_holds_the_label_and_overlapping_windows_ending_toget
         eprintln!("d-dg gone {took:?} after the restart");
 
         // And two windows closed together while it runs.
-        let c = open(&client, &ns, "c", "d").await;
-        let e = open(&client, &ns, "e", "d").await;
-        let (mc, me) = (
-            format!("disruption-guard/{}", uid(&c)),
-            format!("disruption-guard/{}", uid(&e)),
-        );
-        wait::until("d-dg held by both new windows", LIMIT, || async {
-            pdb(&client, &ns, "d-dg").await.is_some_and(|p| {
-                let m = managers(&p);
-                m.iter().any(|(n, _)| *n == mc) && m.iter().any(|(n, _)| *n == me)
-            })
+        open(&client, &ns, "c", "d").await;
+        open(&client, &ns, "e", "d").await;
+        wait::until("d-dg back", LIMIT, || async {
+            pdb(&client, &ns, "d-dg").await.is_some()
         })
         .await;
         tokio::join!(close(&client, &ns, "c"), close(&client, &ns, "e"));
