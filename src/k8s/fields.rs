@@ -26,6 +26,21 @@ pub fn owned_annotations(meta: &ObjectMeta, manager: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Whether a manager other than `manager` owns the annotation `key`.
+pub fn others_own_annotation(meta: &ObjectMeta, manager: &str, key: &str) -> bool {
+    let field = format!("f:{key}");
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() != Some(manager))
+        .filter_map(|m| m.fields_v1.as_ref())
+        .any(|f| {
+            f.0.get("f:metadata")
+                .and_then(|m| m.get("f:annotations"))
+                .is_some_and(|a| a.get(&field).is_some())
+        })
+}
+
 /// Whether `manager` has any entry on the object.
 pub fn has_manager(meta: &ObjectMeta, manager: &str) -> bool {
     meta.managed_fields

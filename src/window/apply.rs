@@ -5,7 +5,8 @@
 //! create an object that went away meanwhile (the API server answers 409 "uid mismatch"). A
 //! release is the same apply with no annotations: the API server then removes exactly the
 //! fields that manager owned and nothing a person or another namespace holds. Applies never
-//! force: a value someone else owns is left to them (the planner already skips those).
+//! force: a value someone else owns is left to them (the planner skips those it sees; one a
+//! person shares, which the caches cannot show, is found on the conflict and left too).
 //!
 //! A guard PDB is applied with the namespace's manager, and deleted with UID and resourceVersion
 //! preconditions: a PDB that changed since it was read (409) is left to the next pass, which
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -22,11 +24,11 @@ use tracing::debug;
 
 use super::error::Error;
 use super::model::Workload;
-use super::plan::{Target, Write};
+use super::plan::{Target, Write, without_conflicts};
 use crate::resources::names::{
     MANAGED_BY_KEY, MANAGED_BY_VALUE, WORKLOAD_LABEL, namespace_field_manager,
 };
-use crate::runtime::write::{self, is_code};
+use crate::runtime::write::{self, is_code, is_conflict};
 
 /// Where writes go.
 #[derive(Clone)]
@@ -142,6 +144,31 @@ impl Writer {
                     .map(|o| o.metadata.resource_version),
                 None => Ok(None),
             },
+        }
+    }
+
+    /// The metadata of the pod, node or NodeClaim `name`, with every manager's entries.
+    async fn read_meta(
+        &self,
+        namespace: &str,
+        target: Target,
+        name: &str,
+    ) -> Result<ObjectMeta, kube::Error> {
+        let client = self.client.clone();
+        match (target, &self.node_claims) {
+            (Target::Pod, _) => Api::<Pod>::namespaced(client, namespace)
+                .get_metadata(name)
+                .await
+                .map(|o| o.metadata),
+            (Target::Node, _) => Api::<Node>::all(client)
+                .get_metadata(name)
+                .await
+                .map(|o| o.metadata),
+            (Target::NodeClaim, Some(ar)) => Api::<DynamicObject>::all_with(client, ar)
+                .get_metadata(name)
+                .await
+                .map(|o| o.metadata),
+            (Target::NodeClaim, None) => Ok(ObjectMeta::default()),
         }
     }
 

@@ -10,12 +10,21 @@ use tracing::info;
 
 use super::context::Context;
 use super::error::Error;
-use super::plan::{WindowPlan, World};
-use super::reconcile::Decided;
+use super::plan::{WindowFacts, WindowPlan, World};
 use super::status::next_status;
 use super::status_write::write_status;
 use super::timing::Timing;
+use std::sync::Arc;
+
 use crate::resources::{Phase, TestWindow, TestWindowStatus};
+
+/// One window as this pass decided it.
+pub(super) struct Decided {
+    pub window: Arc<TestWindow>,
+    pub timing: Timing,
+    pub facts: WindowFacts,
+    pub previous: TestWindowStatus,
+}
 
 /// How many statuses of one pass are written at once.
 const STATUS_CONCURRENCY: usize = 16;

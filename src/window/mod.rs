@@ -44,6 +44,8 @@ pub mod unseen;
 pub mod wakeups;
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod plan_tests;
 
 pub use args::WindowArgs;

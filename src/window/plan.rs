@@ -23,7 +23,7 @@ pub use super::model::{
     workload_of,
 };
 use super::timing::karpenter_duration;
-use crate::k8s::fields::{guard_managers, has_manager, owned_annotations};
+use crate::k8s::fields::{guard_managers, has_manager, others_own_annotation, owned_annotations};
 use crate::resources::PodDigest;
 use crate::resources::names::{
     CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, KARPENTER_REGISTERED,
@@ -132,6 +132,23 @@ fn annotate(
         manager: manager.to_string(),
         annotations: wanted,
     })
+}
+
+/// `wanted` without the keys another manager also owns with a value other than the one wanted:
+/// what an apply refused with a conflict (409) is made again with, `meta` being the object read
+/// afresh with every manager's entries (the caches keep only the guard's). A person who set a
+/// key the namespace also held (the same value: shared) keeps it when the namespace's wish
+/// changes (a `karpenterDuration` window's duration after a window that wanted "true").
+pub fn without_conflicts(
+    mut wanted: BTreeMap<String, String>,
+    meta: &ObjectMeta,
+    manager: &str,
+) -> BTreeMap<String, String> {
+    let current = meta.annotations.as_ref();
+    wanted.retain(|k, v| {
+        current.and_then(|a| a.get(k)) == Some(v) || !others_own_annotation(meta, manager, k)
+    });
+    wanted
 }
 
 /// Releases of the managers of an earlier version's windows on an object, once the namespace's

@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 
 use super::context::Context;
 use super::error::Error;
-use super::events::write_statuses;
+use super::events::{Decided, write_statuses};
 use super::limits;
 use super::plan::{self, NamespacePlan, WindowFacts, WindowPlan, World, Write};
 use super::settling;
@@ -90,14 +90,6 @@ pub fn error_policy(_key: Arc<Namespace>, err: &Error, _ctx: Arc<Context>) -> Ac
     } else {
         Action::requeue(Duration::from_secs(2))
     }
-}
-
-/// One window as this pass decided it.
-pub(super) struct Decided {
-    pub window: Arc<TestWindow>,
-    pub timing: Timing,
-    pub facts: WindowFacts,
-    pub previous: TestWindowStatus,
 }
 
 /// The windows of `ns` as decided at `now`, and the namespace's plan.
