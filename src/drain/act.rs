@@ -1,5 +1,5 @@
 //! The one place the drain watcher writes: [`Actor::act`] hands a rollout decision to the
-//! shared rollout action ([`crate::runtime::rollout`]), which re-checks it against fresh reads
+//! shared rollout action ([`crate::rollout::restart`]), which re-checks it against fresh reads
 //! (with this watcher's own decision, PDB included) and patches the Deployment; then Events on
 //! the Deployment and the node say so.
 //!
@@ -14,8 +14,8 @@ use super::Error;
 use super::decide::{self, Decision, Facts, RolloutPlan, SkipReason};
 use super::stores::DrainStores;
 use crate::k8s::signals::{Raised, Signal};
+use crate::rollout::restart::{Cause, Check, Fresh, Outcome, Rollouts};
 use crate::runtime::events::Note;
-use crate::runtime::rollout::{Cause, Check, Fresh, Outcome, Rollouts};
 use crate::runtime::{Leadership, Runtime};
 
 /// Action of the drain watcher's Events.
@@ -86,7 +86,7 @@ impl Actor {
     }
 
     /// Ends the rollout and hold records of Deployments whose node is no longer disrupted (see
-    /// [`crate::runtime::rollout::Rollouts::end_records`]), so the next drain of that node is a
+    /// [`crate::rollout::restart::Rollouts::end_records`]), so the next drain of that node is a
     /// new episode. `Ok(0)` when this replica may not act.
     pub async fn end_records(
         &self,

@@ -5,7 +5,7 @@
 //!   rollout can save is [`crate::k8s::workload`], shared with the eviction interception);
 //! - [`stores`]: the narrow watches and reflector stores the decisions read;
 //! - [`watcher`]: the loop from triggers to decisions;
-//! - [`act`]: the only writer — the shared rollout action ([`crate::runtime::rollout`]) with
+//! - [`act`]: the only writer — the shared rollout action ([`crate::rollout::restart`]) with
 //!   this watcher's re-check, Events;
 //! - [`ledger`]: what was already done, per (Deployment, node);
 //! - `args`: its flags; `run`: starting it (both re-exported here).
@@ -21,7 +21,7 @@ pub mod watcher;
 
 pub use crate::k8s::signals::Signal;
 pub use crate::resources::names::ROLLED_OUT_FOR_NODE;
-pub use crate::runtime::rollout::Error;
+pub use crate::rollout::restart::Error;
 pub use args::DrainArgs;
 pub use metrics::DrainMetrics;
 pub use run::run;

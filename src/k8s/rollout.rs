@@ -2,7 +2,7 @@
 //! record it leaves on the Deployment (`disruption-guard.io/rolled-out-for-node: <node>/<uid>`)
 //! and the patch itself — `kubectl rollout restart`'s `restartedAt` plus that record, as one
 //! server-side apply guarded by the resourceVersion that was checked. Pure; the write is
-//! `runtime::rollout`.
+//! `rollout::restart`.
 //!
 //! The record makes the rollout once per (Deployment, node) for every writer: the drain
 //! watcher, the eviction interception, and any replica of the operator. A second record,

@@ -12,11 +12,11 @@ use kube::api::Patch;
 use kube::runtime::reflector::Store;
 use tracing::debug;
 
-use super::rollout::{Error, Rollouts};
-use super::write::{self, retry_conflicts};
+use super::restart::{Error, Rollouts};
 use crate::k8s::rollout::{self, NodeRef, Target};
 use crate::k8s::signals::Signal;
 use crate::resources::names::FIELD_MANAGER;
+use crate::runtime::write::{self, retry_conflicts};
 
 impl Rollouts {
     /// Records on the Deployment that an eviction of its pod on `target`'s node has been held

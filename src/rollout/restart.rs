@@ -1,5 +1,5 @@
-//! The one rollout write, shared by the drain watcher and the eviction interception:
-//! [`Rollouts::roll_out`] reads the node, the pod, its ReplicaSet and Deployment (and the PDB
+//! The I/O that restarts a Deployment: the one rollout write, shared by the drain watcher and
+//! the eviction interception. [`Rollouts::roll_out`] reads the node, the pod, its ReplicaSet and Deployment (and the PDB
 //! that called for it, if any) fresh from the API server, checks the chain still holds, asks
 //! the caller's pure check whether the rollout is still wanted, and then patches the
 //! Deployment the way `kubectl rollout restart` does, recording the node on it
@@ -11,7 +11,7 @@
 //! gets a conflict, reads again, and finds the record of the other's rollout.
 //!
 //! The records of one disruption on the Deployment are kept by
-//! [`super::rollout_records`].
+//! [`super::record_writes`].
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -23,13 +23,13 @@ use kube::runtime::events::EventType;
 use kube::{Api, Client};
 use tracing::debug;
 
-use super::Runtime;
-use super::events::{Events, Note};
-use super::write::{self, retry_conflicts};
 use crate::k8s::rollout::{self, Target};
 use crate::k8s::signals::{self, Signal};
 use crate::k8s::workload::controller_of;
 use crate::resources::names::FIELD_MANAGER;
+use crate::runtime::Runtime;
+use crate::runtime::events::{Events, Note};
+use crate::runtime::write::{self, retry_conflicts};
 
 /// What can go wrong while rolling out.
 #[derive(Debug, thiserror::Error)]
