@@ -2,7 +2,7 @@
 //! drained, so the replacement starts elsewhere before the old pod goes.
 //!
 //! - [`decide`]: roll out, skip (and why) or ignore, for one pod on one node (pure; what a
-//!   rollout can save is [`crate::k8s::workload`], shared with the eviction interception);
+//!   rollout can save is [`crate::rollout::workload`], shared with the eviction interception);
 //! - [`stores`]: the narrow watches and reflector stores the decisions read;
 //! - [`watcher`]: the loop from triggers to decisions;
 //! - [`act`]: the only writer — the shared rollout action ([`crate::rollout::restart`]) with

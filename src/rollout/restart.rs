@@ -1,9 +1,9 @@
 //! The I/O that restarts a Deployment: the one rollout write, shared by the drain watcher and
-//! the eviction interception. [`Rollouts::roll_out`] reads the node, the pod, its ReplicaSet and Deployment (and the PDB
-//! that called for it, if any) fresh from the API server, checks the chain still holds, asks
-//! the caller's pure check whether the rollout is still wanted, and then patches the
-//! Deployment the way `kubectl rollout restart` does, recording the node on it
-//! ([`crate::k8s::rollout::patch`]). [`Rollouts::report`] says so in Events on the Deployment
+//! the eviction interception. [`Rollouts::roll_out`] reads the node, the pod, its ReplicaSet
+//! and Deployment (and the PDB that called for it, if any) fresh from the API server, checks
+//! the chain still holds, asks the caller's pure check whether the rollout is still wanted,
+//! and then patches the Deployment the way `kubectl rollout restart` does, recording the node
+//! on it ([`super::records::patch`]). [`Rollouts::report`] says so in Events on the Deployment
 //! and the node.
 //!
 //! Once per (Deployment, node), whichever component or replica writes: the patch is guarded by
@@ -23,9 +23,10 @@ use kube::runtime::events::EventType;
 use kube::{Api, Client};
 use tracing::debug;
 
-use crate::k8s::rollout::{self, Target};
+use super::records;
+use super::target::Target;
+use crate::k8s::references::controller_of;
 use crate::k8s::signals::{self, Signal};
-use crate::k8s::workload::controller_of;
 use crate::resources::names::FIELD_MANAGER;
 use crate::runtime::Runtime;
 use crate::runtime::events::{Events, Note};
@@ -171,10 +172,10 @@ impl Rollouts {
             Check::Go(go) => go,
             Check::Stop(stop) => return Ok(Outcome::Declined(stop)),
         };
-        if rollout::marked_for(&fresh.deployment, &target.node) {
+        if records::marked_for(&fresh.deployment, &target.node) {
             return Ok(Outcome::AlreadyRolledOut);
         }
-        let patch = rollout::patch(target, &fresh.deployment, Timestamp::now());
+        let patch = records::patch(target, &fresh.deployment, Timestamp::now());
         Api::<Deployment>::namespaced(self.client.clone(), &target.namespace)
             .patch(
                 &target.deployment,
