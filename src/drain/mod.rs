@@ -4,13 +4,11 @@
 //! - [`decide`]: roll out, skip (and why) or ignore, for one pod on one node (pure; what a
 //!   rollout can save is [`crate::rollout::workload`], shared with the eviction interception);
 //! - [`stores`]: the narrow watches and reflector stores the decisions read;
-//! - [`watcher`]: the loop from triggers to decisions;
-//! - [`act`]: the only writer — the shared rollout action ([`crate::rollout::restart`]) with
-//!   this watcher's re-check, Events;
+//! - [`watcher`]: the loop from triggers to decisions, and the only writer — the shared
+//!   rollout write ([`crate::rollout::restart`]) with this watcher's re-check, Events;
 //! - [`ledger`]: what was already done, per (Deployment, node);
 //! - `args`: its flags; `run`: starting it (both re-exported here).
 
-pub mod act;
 mod args;
 pub mod decide;
 pub mod ledger;
