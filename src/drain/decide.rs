@@ -10,9 +10,9 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::core::{Selector, SelectorExt};
 
 use crate::k8s::references::reference;
+use crate::k8s::selector;
 use crate::rollout::records;
 use crate::rollout::target::Target;
 use crate::rollout::workload::{self, Chain, Surge};
@@ -151,12 +151,8 @@ fn blocking_pdb<'a>(
     pdbs.iter().copied().find(|pdb| {
         let same_namespace = pdb.metadata.namespace == pod.metadata.namespace;
         // policy/v1: an empty selector selects every pod of the namespace, a missing one none.
-        let selects = pdb
-            .spec
-            .as_ref()
-            .and_then(|s| s.selector.clone())
-            .and_then(|s| Selector::try_from(s).ok())
-            .is_some_and(|s| s.matches(labels));
+        let selects =
+            selector::optional_matches(pdb.spec.as_ref().and_then(|s| s.selector.as_ref()), labels);
         let blocked = pdb
             .status
             .as_ref()

@@ -29,7 +29,6 @@ pub mod plan;
 pub mod reconcile;
 pub mod report;
 mod run;
-pub mod selector;
 pub mod settling;
 pub mod startup;
 pub mod status;

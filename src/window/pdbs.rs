@@ -16,8 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::model::{WindowFacts, WindowPlan, Workload, World, Write, is_live, labels, workload_of};
-use super::selector;
 use crate::k8s::fields::{holding_window_uids, holds_fields, holds_label};
+use crate::k8s::selector;
 use crate::resources::PodDigest;
 use crate::resources::names::{
     FIELD_MANAGER, MANAGED_BY_KEY, MANAGED_BY_VALUE, window_field_manager,

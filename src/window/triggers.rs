@@ -14,8 +14,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use super::changes::{self, Fingerprint};
-use super::selector;
 use crate::k8s::fields::window_uids;
+use crate::k8s::selector;
 use crate::resources::{PodDigest, TestWindow};
 use crate::runtime::Pods;
 
