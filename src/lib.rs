@@ -7,6 +7,8 @@
 //!   readiness, shutdown, identity.
 //! - [`operations`]: the window operations (open, renew, close, …), their wire types and
 //!   problems, shared by the HTTP API and the CI client.
+//! - [`rollout`]: rolling a lone replica's Deployment out — the write, its re-check and the
+//!   records it leaves — shared by the drain watcher and the eviction interception.
 //! - [`window`]: the window controller — decides and applies protection for open windows.
 //! - [`drain`]: the drain watcher — rolls out lone-replica Deployments on draining nodes.
 //! - [`intercept`]: the eviction interception — a webhook that holds back evictions of lone
@@ -25,6 +27,7 @@ pub mod k8s;
 pub mod operations;
 pub mod operator;
 pub mod resources;
+pub mod rollout;
 pub mod runtime;
 pub mod telemetry;
 #[cfg(test)]

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["resources", "telemetry", "testing"],
     &["k8s"],
     &["runtime"],
-    &["operations"],
+    &["operations", "rollout"],
     &["window", "drain", "api", "intercept"],
     &["operator", "client"],
     &["cli"],

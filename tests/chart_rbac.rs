@@ -8,11 +8,12 @@ mod support;
 
 use std::time::Duration;
 
-use disruption_guard::k8s::rollout::{self, NodeRef, Target};
 use disruption_guard::resources::names::{
     CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, FIELD_MANAGER, KARPENTER_DO_NOT_DISRUPT,
     namespace_field_manager,
 };
+use disruption_guard::rollout::records;
+use disruption_guard::rollout::target::{NodeRef, Target};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
@@ -460,7 +461,7 @@ async fn the_admission_policy_lets_the_operator_roll_out_and_annotate_but_change
                 uid: created.metadata.uid.clone().unwrap(),
             },
         };
-        let patch = rollout::patch(&target, &current, jiff::Timestamp::now());
+        let patch = records::patch(&target, &current, jiff::Timestamp::now());
         deployments
             .patch("api", &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
             .await

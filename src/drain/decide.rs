@@ -10,13 +10,17 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::core::{Selector, SelectorExt};
 
-use crate::k8s::rollout;
-use crate::k8s::workload::{self, Chain, Surge};
+use crate::k8s::references::reference;
+use crate::k8s::selector;
+use crate::rollout::records;
+use crate::rollout::target::Target;
+use crate::rollout::workload::{self, Chain, Surge};
 
-pub use crate::k8s::rollout::{NodeRef, superseded};
-pub use crate::k8s::workload::{Owner, SkipReason, controller_of, owner};
+pub use crate::k8s::references::controller_of;
+pub use crate::rollout::records::superseded;
+pub use crate::rollout::target::NodeRef;
+pub use crate::rollout::workload::{Owner, SkipReason, owner};
 
 /// Everything [`decide`] looks at.
 #[derive(Debug, Clone, Copy)]
@@ -90,8 +94,8 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
         // pass sees it).
         Chain::NotOurs | Chain::Unknown => return Decision::Ignore,
     };
-    let subject = workload::reference(&deployment.metadata, "apps/v1", "Deployment");
-    if facts.rolled_out_before || rollout::marked_for(deployment, facts.node) {
+    let subject = reference(&deployment.metadata, "apps/v1", "Deployment");
+    if facts.rolled_out_before || records::marked_for(deployment, facts.node) {
         return Decision::AlreadyRolledOut;
     }
     let replicas = match workload::surge(deployment, facts.max_replicas) {
@@ -115,8 +119,8 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
 
 impl RolloutPlan {
     /// The rollout itself, without the PDB that called for it.
-    pub fn target(&self) -> rollout::Target {
-        rollout::Target {
+    pub fn target(&self) -> Target {
+        Target {
             namespace: self.namespace.clone(),
             deployment: self.deployment.clone(),
             deployment_uid: self.deployment_uid.clone(),
@@ -147,12 +151,8 @@ fn blocking_pdb<'a>(
     pdbs.iter().copied().find(|pdb| {
         let same_namespace = pdb.metadata.namespace == pod.metadata.namespace;
         // policy/v1: an empty selector selects every pod of the namespace, a missing one none.
-        let selects = pdb
-            .spec
-            .as_ref()
-            .and_then(|s| s.selector.clone())
-            .and_then(|s| Selector::try_from(s).ok())
-            .is_some_and(|s| s.matches(labels));
+        let selects =
+            selector::optional_matches(pdb.spec.as_ref().and_then(|s| s.selector.as_ref()), labels);
         let blocked = pdb
             .status
             .as_ref()

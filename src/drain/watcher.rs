@@ -1,5 +1,12 @@
 //! The drain watcher loop: on every trigger, look at the disrupted nodes it concerns, decide for
-//! each pod on them from the stores, report skips, and hand rollouts to [`Actor::act`].
+//! each pod on them from the stores, report skips, and roll out.
+//!
+//! The rollout is `Watcher::act`: it hands a rollout decision to the shared rollout write
+//! ([`crate::rollout::restart`]), which re-checks it against fresh reads (with this watcher's
+//! own decision, PDB included) and patches the Deployment; then Events on the Deployment and
+//! the node say so. Only the Lease holder patches Deployments: leadership (`Watcher::may_act`)
+//! is checked right before the fresh reads and the patch, and before the records of ended
+//! disruptions are removed.
 //!
 //! A plain loop rather than kube's `Controller<Node>`: the triggers are not only node events but
 //! pod and PDB changes that [`crate::runtime::caches`] maps to the node they concern, read from
@@ -13,19 +20,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{debug, info, warn};
 
-use super::act::Actor;
-use super::decide::{self, Decision, Facts, NodeRef, RolloutPlan};
+use super::decide::{self, Decision, Facts, NodeRef, RolloutPlan, SkipReason};
 use super::ledger::Ledger;
 use super::stores::DrainStores;
-use super::{DrainArgs, DrainMetrics};
+use super::{DrainArgs, DrainMetrics, Error};
 use crate::k8s::signals::{self, Raised};
+use crate::rollout::restart::{Cause, Check, Fresh, Outcome, Rollouts};
+use crate::runtime::events::Note;
 use crate::runtime::{NodeTrigger, Runtime, lookup};
+
+/// Action of the drain watcher's Events.
+const ACTION: &str = "RolloutOnDrain";
 
 /// The loop's state; owned by one task.
 pub struct Watcher {
@@ -33,7 +45,8 @@ pub struct Watcher {
     pub args: DrainArgs,
     pub metrics: Arc<DrainMetrics>,
     pub stores: DrainStores,
-    pub actor: Actor,
+    /// Writes rollouts and Events, with the runtime's client, as this replica.
+    pub rollouts: Rollouts,
     ledger: Ledger,
     /// When the watcher first saw each node's current disruption (by node uid).
     first_seen: HashMap<String, Timestamp>,
@@ -47,13 +60,13 @@ impl Watcher {
         metrics: Arc<DrainMetrics>,
         stores: DrainStores,
     ) -> Self {
-        let actor = Actor::new(&runtime);
+        let rollouts = Rollouts::new(&runtime);
         Self {
             runtime,
             args,
             metrics,
             stores,
-            actor,
+            rollouts,
             ledger: Ledger::default(),
             first_seen: HashMap::new(),
         }
@@ -116,15 +129,19 @@ impl Watcher {
 
     /// Ends the records of disruptions that are over (on every resync, and when a node's
     /// disruption ends): a later drain of the node rolls out afresh, and the interception
-    /// holds its pod again.
+    /// holds its pod again. Nothing when this replica may not act.
     async fn end_records(&self) {
+        if !self.may_act() {
+            return;
+        }
         let signals = &self.args.signals;
         // Every namespace of `--namespaces`: the interception writes hold records beyond
         // `--drain-namespace-selector`.
         let in_scope = |ns: &str| self.runtime.in_scope(ns);
+        let (deployments, nodes) = (&self.stores.deployments, &self.stores.nodes);
         match self
-            .actor
-            .end_records(&self.stores, signals, in_scope)
+            .rollouts
+            .end_records(deployments, nodes, signals, in_scope)
             .await
         {
             Ok(0) => {}
@@ -186,7 +203,7 @@ impl Watcher {
                             reason = reason.as_str(), "not rolling out"
                         );
                         self.metrics.skip(reason.as_str());
-                        self.actor.report_skip(&subject, reason, &node_ref.name);
+                        self.report_skip(&subject, reason, &node_ref.name);
                     }
                 }
                 Decision::RollOut(plan) => failed |= !self.act(&plan, &raised, since).await,
@@ -200,15 +217,10 @@ impl Watcher {
     /// The only step that writes: re-check, patch, record, report. False when it failed (it is
     /// retried on the next pass).
     async fn act(&mut self, plan: &RolloutPlan, raised: &Raised, since: Timestamp) -> bool {
-        let drain = &self.args;
         let metrics = &self.metrics;
         // The stores decided to roll out, so this process's record does not stand in the way;
         // the fresh re-check reads the Deployment's marker.
-        match self
-            .actor
-            .act(plan, &drain.signals, drain.max_replicas)
-            .await
-        {
+        match self.roll_out(plan).await {
             Ok(None) => {}
             Ok(Some(Decision::RollOut(done))) => {
                 let latency = Timestamp::now()
@@ -224,7 +236,7 @@ impl Watcher {
                     pdb = %done.pdb, node = %done.node.name, signal = %raised.signal,
                     latency_seconds = latency, "rolled out for a node being disrupted"
                 );
-                self.actor.report_rollout(&done, raised);
+                self.report_rollout(&done, raised);
             }
             Ok(Some(Decision::AlreadyRolledOut)) => {
                 self.ledger
@@ -245,6 +257,89 @@ impl Watcher {
             }
         }
         true
+    }
+
+    /// Whether this replica may write: it holds the leader Lease (or runs without election).
+    fn may_act(&self) -> bool {
+        self.runtime.leader.is_leader()
+    }
+
+    /// Re-decides `plan` from fresh reads and, if it still holds, rolls the Deployment out.
+    /// Returns the fresh decision (`RollOut` means the patch was made), or `None` when this
+    /// replica may not act.
+    async fn roll_out(&self, plan: &RolloutPlan) -> Result<Option<Decision>, Error> {
+        if !self.may_act() {
+            return Ok(None);
+        }
+        let max_replicas = self.args.max_replicas;
+        let recheck = |fresh: &Fresh| {
+            let pdbs: Vec<&PodDisruptionBudget> = fresh.pdb.iter().collect();
+            let decision = decide::decide(&Facts {
+                node: &plan.node,
+                pod: &fresh.pod,
+                owner: decide::owner(
+                    &fresh.pod,
+                    Some(&fresh.replica_set.metadata),
+                    Some(&fresh.deployment),
+                ),
+                pdbs: &pdbs,
+                // Fresh reads: the Deployment's own marker says whether it was rolled out.
+                rolled_out_before: false,
+                max_replicas,
+            });
+            match decision {
+                Decision::RollOut(_) => Check::Go(decision),
+                other => Check::Stop(other),
+            }
+        };
+        let outcome = self
+            .rollouts
+            .roll_out(&plan.target(), Some(&plan.pdb), &self.args.signals, recheck)
+            .await?;
+        Ok(Some(match outcome {
+            Outcome::MovedOn => Decision::Ignore,
+            Outcome::AlreadyRolledOut => Decision::AlreadyRolledOut,
+            Outcome::Declined(decision) | Outcome::RolledOut(decision) => decision,
+        }))
+    }
+
+    /// Events on the Deployment and the node after a rollout.
+    fn report_rollout(&self, plan: &RolloutPlan, raised: &Raised) {
+        let why = format!(
+            "node {} is being disrupted ({}) and PodDisruptionBudget {} allows no disruption \
+             of pod {}",
+            plan.node.name, raised.signal, plan.pdb, plan.pod
+        );
+        let cause = Cause {
+            reason: "RolledOutForDrain",
+            action: ACTION,
+            why,
+        };
+        self.rollouts.report(&plan.target(), &cause);
+    }
+
+    /// The Event for a skip: a Warning when the drain stays blocked by something a person
+    /// should look at.
+    fn report_skip(&self, subject: &ObjectReference, reason: SkipReason, node: &str) {
+        let type_ = if reason.warns() {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let note = format!(
+            "Not rolled out although node {node} is being disrupted and a \
+             PodDisruptionBudget blocks the eviction: {} ({})",
+            reason.explain(),
+            reason.as_str()
+        );
+        let note = Note {
+            type_,
+            reason: "DrainRolloutSkipped",
+            action: ACTION,
+            note,
+            secondary: None,
+        };
+        self.rollouts.events().publish(subject, note);
     }
 
     fn decide_from_stores(&self, node: &NodeRef, pod: &Pod) -> Decision {

@@ -1,5 +1,5 @@
 //! What a held eviction sets going, each in its own task beside the answer: the rollout
-//! through the shared rollout action ([`crate::runtime::rollout`], so the drain watcher and
+//! through the shared rollout action ([`crate::rollout::restart`], so the drain watcher and
 //! every replica make it once per (Deployment, node)), its Events, and the wait for the old pod
 //! to go that the deny-to-gone metric measures; the hold record that dates the first deny on
 //! the Deployment; and the Warning Events when an eviction is let through after the timeout.
@@ -18,11 +18,11 @@ use super::decide::Hold;
 use super::denials::{Denials, Key};
 use super::handler::Actions;
 use crate::k8s::signals::Signal;
-use crate::k8s::workload::{self, Chain, SkipReason, Surge};
+use crate::rollout::restart::{Cause, Check, Fresh, Outcome, Rollouts};
+use crate::rollout::workload::{self, Chain, SkipReason, Surge};
 use crate::runtime::Pods;
 use crate::runtime::events::Note;
 use crate::runtime::held;
-use crate::runtime::rollout::{Cause, Check, Fresh, Outcome, Rollouts};
 
 /// Action of the interception's Events.
 const ACTION: &str = "RolloutOnEviction";
@@ -62,7 +62,7 @@ impl Actions for Arc<Actor> {
 
 impl Actor {
     /// Writes the hold record on the Deployment (see
-    /// [`crate::runtime::rollout::Rollouts::record_hold`]); a failure lets the next deny try
+    /// [`crate::rollout::restart::Rollouts::record_hold`]); a failure lets the next deny try
     /// again.
     async fn write_hold(&self, hold: Hold, key: Key, since: Timestamp) {
         let target = &hold.target;

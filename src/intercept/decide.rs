@@ -6,7 +6,7 @@
 //! Eviction's UID precondition; it is not terminating, Running and Ready; neither it nor its
 //! namespace opted out; its node is being disrupted (`--drain-signals`, as the drain watcher
 //! reads them); it belongs (through its ReplicaSet) to a Deployment a rollout can save
-//! ([`crate::k8s::workload::surge`]); the Deployment was not already rolled out for this node
+//! ([`crate::rollout::workload::surge`]); the Deployment was not already rolled out for this node
 //! before the pod started; the eviction is not a dry run; and the deny has not lasted past the
 //! timeout.
 
@@ -17,10 +17,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use strum::IntoEnumIterator;
 
-use crate::k8s::rollout::{self, NodeRef, Target};
 use crate::k8s::signals::{self, Raised, Signal};
-use crate::k8s::workload::{self, Chain, Owner, SkipReason, Surge};
 use crate::resources::names::INTERCEPT_EVICTIONS;
+use crate::rollout::records;
+use crate::rollout::target::{NodeRef, Target};
+use crate::rollout::workload::{self, Chain, Owner, SkipReason, Surge};
 
 /// A Deployment's `progressDeadlineSeconds` when it sets none (the API default).
 pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
@@ -225,9 +226,9 @@ pub fn decide(facts: &Facts<'_>) -> Verdict {
         name: node.metadata.name.clone().unwrap_or_default(),
         uid: node.metadata.uid.clone().unwrap_or_default(),
     };
-    let marked = rollout::marked_for(deployment, &node);
-    let rolled_out_at = rollout::rolled_out_at(deployment, &node);
-    let held_since = rollout::held_since(deployment, &node);
+    let marked = records::marked_for(deployment, &node);
+    let rolled_out_at = records::rolled_out_at(deployment, &node);
+    let held_since = records::held_since(deployment, &node);
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
     if marked && rolled_out_at.is_none_or(|at| created.is_some_and(|c| c > at)) {
         return allow(RolledOutBefore);

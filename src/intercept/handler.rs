@@ -38,10 +38,11 @@ use super::denials::{Denials, Key, Skips};
 use super::limit::{Requester, ReviewLimiter};
 use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, RATE_LIMITED, TIMEOUT};
 use super::review::{self, Parsed};
-use crate::k8s::rollout::{self, NodeRef};
 use crate::k8s::signals::Signal;
-use crate::k8s::workload::{self, SkipReason};
 use crate::resources::names::INTERCEPT_EVICTIONS;
+use crate::rollout::records;
+use crate::rollout::target::NodeRef;
+use crate::rollout::workload::{self, SkipReason};
 use crate::runtime::{Pods, in_scope, lookup};
 
 /// How long a review waits at most for the pods of nodes whose disruption was just seen.
@@ -280,7 +281,7 @@ impl InterceptState {
                     uid: n.metadata.uid.clone().unwrap_or_default(),
                 };
                 let key = (d.metadata.uid.clone().unwrap_or_default(), node.uid.clone());
-                self.denials.recall(&key, rollout::recorded_for(d, &node))
+                self.denials.recall(&key, records::recorded_for(d, &node))
             }
             _ => Default::default(),
         };

@@ -15,7 +15,7 @@ use super::{
     router,
 };
 use crate::k8s::decoded::Decoded;
-use crate::runtime::rollout::Rollouts;
+use crate::rollout::restart::Rollouts;
 use crate::runtime::{Caches, Runtime, caches};
 
 /// Readiness gate of the interception's caches.

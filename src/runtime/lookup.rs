@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::k8s::workload::controller_of;
+use crate::k8s::references::controller_of;
 
 /// The cached ReplicaSet and Deployment controlling `pod`, as far as the stores know them.
 pub fn owner_chain(

@@ -2,13 +2,13 @@
 //! [`requests`]), the shared caches, leader status, readiness, shutdown, the identity the
 //! operator writes Events and holds the Lease under, how every write is made (field managers,
 //! conflict retry, API answer codes: [`write`]), the one HTTP server the API and the webhook
-//! share ([`http_server`], within the limits of [`limited_server`]), the one rollout write the
-//! components share ([`rollout`]), and the reconcile-duration histogram every controller
-//! records into ([`reconciles`]). The wiring registers the metric families defined here.
+//! share ([`http_server`], within the limits of [`limited_server`]), and the reconcile-duration
+//! histogram every controller records into ([`reconciles`]). The wiring registers the metric
+//! families defined here.
 //!
-//! Layering: the runtime depends only on [`crate::resources`] and [`crate::k8s`]; the components
-//! (`window`, `drain`, `api`, `intercept`) depend on it; `operator` wires them together. Nothing here
-//! imports a component or the wiring.
+//! Layering: the runtime depends only on [`crate::resources`] and [`crate::k8s`]; the rollout
+//! ([`crate::rollout`]) and the components (`window`, `drain`, `api`, `intercept`) depend on it;
+//! `operator` wires them together. Nothing here imports the rollout, a component or the wiring.
 
 use std::sync::Arc;
 
@@ -38,8 +38,6 @@ pub mod reconciles;
 pub mod reflect;
 pub mod refusals;
 pub mod requests;
-pub mod rollout;
-pub mod rollout_records;
 pub mod shutdown;
 pub mod write;
 

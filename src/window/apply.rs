@@ -72,10 +72,23 @@ impl Writer {
                 manager,
                 annotations,
             } => {
-                let body = annotation_body(namespace, *target, name, uid, annotations);
                 let params = write::apply(manager);
-                self.annotate(namespace, *target, name, &params, &body)
+                let body = annotation_body(namespace, *target, name, uid, annotations);
+                match self
+                    .annotate(namespace, *target, name, &params, &body)
                     .await
+                {
+                    // Another manager shares a key whose value the namespace now wants changed:
+                    // read the object and apply without such keys (theirs stay as they are).
+                    Err(e) if is_conflict(&e) && !annotations.is_empty() => {
+                        let meta = self.read_meta(namespace, *target, name).await?;
+                        let kept = without_conflicts(annotations.clone(), &meta, manager);
+                        let body = annotation_body(namespace, *target, name, uid, &kept);
+                        self.annotate(namespace, *target, name, &params, &body)
+                            .await
+                    }
+                    other => other,
+                }
             }
             Write::ApplyPdb { name, workload } => {
                 let params = write::apply(&namespace_field_manager(namespace));

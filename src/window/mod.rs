@@ -3,7 +3,7 @@
 //! closes, expires or is deleted.
 //!
 //! Layout: [`timing`] decides phases and times, [`plan`] (with [`pdbs`]) decides the writes
-//! (all pure, with [`selector`], [`report`] and the shared [`crate::k8s`] helpers), and
+//! (all pure, with [`report`] and the shared [`crate::k8s`] helpers), and
 //! [`settling`] holds a new window's `Ready` back while its pods leave a node being disrupted;
 //! [`limits`] narrows a window to what the admin's limits let it protect ([`node_cap`]: nodes
 //! per namespace; who may protect DaemonSet pods);
@@ -33,7 +33,6 @@ pub mod plan;
 pub mod reconcile;
 pub mod report;
 mod run;
-pub mod selector;
 pub mod settling;
 pub mod startup;
 pub mod status;

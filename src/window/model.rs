@@ -13,7 +13,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::DynamicObject;
 
-use super::selector;
+use crate::k8s::selector;
 use crate::resources::{PodDigest, Protect, TestWindow};
 
 /// The objects a plan is computed from; pods, workloads and PDBs of the window's namespace.

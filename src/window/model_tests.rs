@@ -258,7 +258,7 @@ fn check(c: &Cluster, person: &BTreeMap<(String, String), String>, step: &str) {
     let world = c.world();
     let open: Vec<&WindowFacts> = c.windows.iter().filter(|w| w.active).collect();
     let selects = |w: &WindowFacts, app: &str| {
-        super::selector::matches(&w.selector, &BTreeMap::from([("app".into(), app.into())]))
+        crate::k8s::selector::matches(&w.selector, &BTreeMap::from([("app".into(), app.into())]))
     };
     let mut wanted_nodes = BTreeSet::new();
     let mut wanted_pdbs = BTreeSet::new();

@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::model::{WindowFacts, World, is_live, labels, selected_pods, workload_of};
-use super::selector;
 use crate::k8s::fields::{has_manager, holds_fields};
+use crate::k8s::selector;
 use crate::resources::PodDigest;
 use crate::resources::names::namespace_field_manager;
 

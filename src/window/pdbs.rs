@@ -17,8 +17,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::model::{WindowFacts, WindowPlan, Workload, World, Write, is_live, labels, workload_of};
-use super::selector;
 use crate::k8s::fields::{guard_managers, holds_fields, holds_label};
+use crate::k8s::selector;
 use crate::resources::PodDigest;
 use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE, namespace_field_manager};
 

@@ -1,10 +1,15 @@
 //! Label selectors evaluated in memory, exactly as the API server evaluates them for
-//! `metav1.LabelSelector` (matchLabels AND every matchExpression).
+//! `metav1.LabelSelector` (matchLabels AND every matchExpression): the one matcher of the
+//! window controller (a window's pods, the PDBs over them) and the drain watcher (the PDB
+//! that blocks a pod's eviction).
 //!
-//! Written here rather than through `kube::core::Selector`, which gives the same answers (the
-//! tests compare both on every case): it is built from a `LabelSelector` by value, so each
-//! match would clone the selector's keys and values, and this runs for every pod change
-//! against every window of its namespace. Evaluated in place it allocates nothing.
+//! Written here rather than through `kube::core::Selector`, which gives the same answers on
+//! every selector the API server validates (the tests compare both on every case): it is built
+//! from a `LabelSelector` by value, so each match would clone the selector's keys and values,
+//! and this runs for every pod change against every window of its namespace. Evaluated in
+//! place it allocates nothing. The two differ on a `NotIn` without values, which only a
+//! `TestWindow` can carry (its schema checks the operators, not the values): kube refuses the
+//! selector, this one reads it as excluding no value.
 
 use std::collections::BTreeMap;
 
@@ -145,6 +150,19 @@ mod tests {
                 assert_eq!(matches(s, l), theirs.matches(l), "{s:?} on {l:?}");
             }
         }
+    }
+
+    /// A `NotIn` without values (a `TestWindow`'s schema lets it through) excludes no value;
+    /// kube's `Selector` refuses it, and with it the whole selector.
+    #[test]
+    fn a_not_in_without_values_excludes_no_value() {
+        let s = LabelSelector {
+            match_expressions: Some(vec![expr("tier", "NotIn", &[])]),
+            ..Default::default()
+        };
+        assert!(matches(&s, &labels(&[("tier", "db")])));
+        assert!(matches(&s, &labels(&[])));
+        assert!(kube::core::Selector::try_from(s).is_err());
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! The rollout the guard makes, as data: which Deployment for which node ([`Target`]), the
-//! record it leaves on the Deployment (`disruption-guard.io/rolled-out-for-node: <node>/<uid>`)
-//! and the patch itself — `kubectl rollout restart`'s `restartedAt` plus that record, as one
-//! server-side apply guarded by the resourceVersion that was checked. Pure; the write is
-//! `runtime::rollout`.
+//! The records the guard leaves on a Deployment, as data, and the patches that write them: the
+//! rollout's (`kubectl rollout restart`'s `restartedAt` plus
+//! `disruption-guard.io/rolled-out-for-node: <node>/<uid>`, as one server-side apply guarded by
+//! the resourceVersion that was checked), the hold's, and their end. Pure; the writes are
+//! [`super::restart`] and [`super::record_writes`].
 //!
 //! The record makes the rollout once per (Deployment, node) for every writer: the drain
 //! watcher, the eviction interception, and any replica of the operator. A second record,
@@ -13,69 +13,12 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 
-use super::signals::{self, Signal};
+use super::target::{NodeRef, Target};
+use crate::k8s::signals::{self, Signal};
 use crate::resources::names::{EVICTION_HELD_SINCE, RESTARTED_AT, ROLLED_OUT_FOR_NODE};
-
-/// The node whose disruption is being handled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRef {
-    /// Node name.
-    pub name: String,
-    /// Node uid (a node re-created with the same name is another node).
-    pub uid: String,
-}
-
-impl NodeRef {
-    /// The value of the Deployment annotation recording a rollout for this node.
-    pub fn marker(&self) -> String {
-        format!("{}/{}", self.name, self.uid)
-    }
-
-    /// A reference to the node, for an Event.
-    pub fn reference(&self) -> ObjectReference {
-        ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(self.name.clone()),
-            uid: Some(self.uid.clone()),
-            ..Default::default()
-        }
-    }
-}
-
-/// A rollout to make: the Deployment, the chain to the pod it should move, and the node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// Namespace of the Deployment and the pod.
-    pub namespace: String,
-    /// Deployment name.
-    pub deployment: String,
-    /// Deployment uid.
-    pub deployment_uid: String,
-    /// The ReplicaSet between the pod and the Deployment.
-    pub replica_set: String,
-    /// The pod that should move.
-    pub pod: String,
-    /// The disrupted node.
-    pub node: NodeRef,
-}
-
-impl Target {
-    /// A reference to the Deployment, for an Event.
-    pub fn deployment_reference(&self) -> ObjectReference {
-        ObjectReference {
-            api_version: Some("apps/v1".into()),
-            kind: Some("Deployment".into()),
-            name: Some(self.deployment.clone()),
-            namespace: Some(self.namespace.clone()),
-            uid: Some(self.deployment_uid.clone()),
-            ..Default::default()
-        }
-    }
-}
 
 fn annotation<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {
     deployment

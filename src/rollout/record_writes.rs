@@ -12,11 +12,12 @@ use kube::api::Patch;
 use kube::runtime::reflector::Store;
 use tracing::debug;
 
-use super::rollout::{Error, Rollouts};
-use super::write::{self, retry_conflicts};
-use crate::k8s::rollout::{self, NodeRef, Target};
+use super::records;
+use super::restart::{Error, Rollouts};
+use super::target::{NodeRef, Target};
 use crate::k8s::signals::Signal;
 use crate::resources::names::FIELD_MANAGER;
+use crate::runtime::write::{self, retry_conflicts};
 
 impl Rollouts {
     /// Records on the Deployment that an eviction of its pod on `target`'s node has been held
@@ -37,10 +38,10 @@ impl Rollouts {
             else {
                 return Ok(false);
             };
-            if rollout::held_since(&deployment, &target.node).is_some() {
+            if records::held_since(&deployment, &target.node).is_some() {
                 return Ok(false);
             }
-            let patch = rollout::hold_patch(&deployment, &target.node, since);
+            let patch = records::hold_patch(&deployment, &target.node, since);
             self.merge(api, &target.deployment, &patch)
                 .await
                 .map(|()| true)
@@ -49,7 +50,7 @@ impl Rollouts {
     }
 
     /// Removes the records of every cached Deployment whose node is no longer disrupted
-    /// ([`rollout::ended_records`]), each after a fresh read of the Deployment and its node.
+    /// ([`records::ended_records`]), each after a fresh read of the Deployment and its node.
     /// Returns how many Deployments it cleared, or the last failure (the others are still
     /// cleared; a failed one is retried by the next call).
     pub async fn end_records(
@@ -75,7 +76,7 @@ impl Rollouts {
                         .find(|(n, _)| n == name)
                         .and_then(|(_, node)| node.as_deref())
                 };
-                !rollout::ended_records(d, lookup, enabled).is_empty()
+                !records::ended_records(d, lookup, enabled).is_empty()
             })
             .collect();
         let (mut cleared, mut failed) = (0, None);
@@ -117,11 +118,11 @@ impl Rollouts {
                 .find(|(n, _)| n == name)
                 .and_then(|(_, node)| node.as_ref())
         };
-        let ended = rollout::ended_records(&deployment, lookup, enabled);
+        let ended = records::ended_records(&deployment, lookup, enabled);
         if ended.is_empty() {
             return Ok(false);
         }
-        let patch = rollout::end_patch(&deployment, &ended);
+        let patch = records::end_patch(&deployment, &ended);
         self.merge(&api, name, &patch).await?;
         debug!(namespace = %ns, deployment = %name, records = ?ended, "disruption records ended");
         Ok(true)
@@ -143,7 +144,7 @@ impl Rollouts {
 
 /// The names of the nodes a Deployment's records name.
 fn node_names(deployment: &Deployment) -> Vec<String> {
-    rollout::recorded_nodes(deployment)
+    records::recorded_nodes(deployment)
         .into_iter()
         .map(|n: NodeRef| n.name)
         .collect()

@@ -1,9 +1,9 @@
-//! The one rollout write, shared by the drain watcher and the eviction interception:
-//! [`Rollouts::roll_out`] reads the node, the pod, its ReplicaSet and Deployment (and the PDB
-//! that called for it, if any) fresh from the API server, checks the chain still holds, asks
-//! the caller's pure check whether the rollout is still wanted, and then patches the
-//! Deployment the way `kubectl rollout restart` does, recording the node on it
-//! ([`crate::k8s::rollout::patch`]). [`Rollouts::report`] says so in Events on the Deployment
+//! The I/O that restarts a Deployment: the one rollout write, shared by the drain watcher and
+//! the eviction interception. [`Rollouts::roll_out`] reads the node, the pod, its ReplicaSet
+//! and Deployment (and the PDB that called for it, if any) fresh from the API server, checks
+//! the chain still holds, asks the caller's pure check whether the rollout is still wanted,
+//! and then patches the Deployment the way `kubectl rollout restart` does, recording the node
+//! on it ([`super::records::patch`]). [`Rollouts::report`] says so in Events on the Deployment
 //! and the node.
 //!
 //! Once per (Deployment, node), whichever component or replica writes: the patch is guarded by
@@ -11,7 +11,7 @@
 //! gets a conflict, reads again, and finds the record of the other's rollout.
 //!
 //! The records of one disruption on the Deployment are kept by
-//! [`super::rollout_records`].
+//! [`super::record_writes`].
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -23,13 +23,14 @@ use kube::runtime::events::EventType;
 use kube::{Api, Client};
 use tracing::debug;
 
-use super::Runtime;
-use super::events::{Events, Note};
-use super::write::{self, retry_conflicts};
-use crate::k8s::rollout::{self, Target};
+use super::records;
+use super::target::Target;
+use crate::k8s::references::controller_of;
 use crate::k8s::signals::{self, Signal};
-use crate::k8s::workload::controller_of;
 use crate::resources::names::FIELD_MANAGER;
+use crate::runtime::Runtime;
+use crate::runtime::events::{Events, Note};
+use crate::runtime::write::{self, retry_conflicts};
 
 /// What can go wrong while rolling out.
 #[derive(Debug, thiserror::Error)]
@@ -171,10 +172,10 @@ impl Rollouts {
             Check::Go(go) => go,
             Check::Stop(stop) => return Ok(Outcome::Declined(stop)),
         };
-        if rollout::marked_for(&fresh.deployment, &target.node) {
+        if records::marked_for(&fresh.deployment, &target.node) {
             return Ok(Outcome::AlreadyRolledOut);
         }
-        let patch = rollout::patch(target, &fresh.deployment, Timestamp::now());
+        let patch = records::patch(target, &fresh.deployment, Timestamp::now());
         Api::<Deployment>::namespaced(self.client.clone(), &target.namespace)
             .patch(
                 &target.deployment,

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::strategy::{self, Rollout};
+use crate::k8s::references::{controller_of, reference};
 use crate::resources::names::ROLLOUT_ON_DRAIN;
 
 /// What owns the pod, as far as the caller's stores know.
@@ -198,26 +199,6 @@ pub fn owner<'a>(
             deployment,
         },
         Some(o) => Owner::Other(o),
-    }
-}
-
-/// The controller owner reference of an object.
-pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))
-}
-
-/// A reference to an object, for an Event.
-pub fn reference(meta: &ObjectMeta, api_version: &str, kind: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(api_version.into()),
-        kind: Some(kind.into()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        ..Default::default()
     }
 }
 
