@@ -19,7 +19,7 @@ use support::{wait, with_namespace};
 
 const LIMIT: Duration = Duration::from_secs(30);
 /// How soon after the operator is ready (or the windows close) the PDB must be gone: the
-/// window's own release deletes it, no periodic sweep needed.
+/// namespace's own pass deletes it, no periodic sweep needed.
 const GONE_WITHIN: Duration = Duration::from_secs(10);
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 

@@ -105,15 +105,25 @@ impl Context {
         }
     }
 
-    /// The windows of `ns` read from the API server rather than the cache, one at a time (one
-    /// a tenant stored out of range is reported and left out): a release is confirmed against
-    /// them, so a window cache that lags never releases a live window's pods.
-    pub async fn fresh_windows(&self, ns: &str) -> Result<Vec<Arc<TestWindow>>, kube::Error> {
+    /// The windows of `ns` read from the API server rather than the cache, one at a time: a
+    /// release is confirmed against them, so a window cache that lags never releases a live
+    /// window's pods. Also whether one of them could not be read (reported and left out): what
+    /// it selects is unknown, so the pass then releases nothing.
+    pub async fn fresh_windows(
+        &self,
+        ns: &str,
+    ) -> Result<(Vec<Arc<TestWindow>>, bool), kube::Error> {
         let api = Api::<Decoded<TestWindow>>::namespaced(self.runtime.client.clone(), ns);
         let listed = api.list(&ListParams::default()).await?;
-        let refusals = &self.runtime.ready.refusals;
+        let (count, refusals) = (listed.items.len(), &self.runtime.ready.refusals);
         let windows = readable_items("testwindows", &(), refusals, listed.items);
-        Ok(windows.into_iter().map(Arc::new).collect())
+        let unreadable = windows.len() < count;
+        Ok((windows.into_iter().map(Arc::new).collect(), unreadable))
+    }
+
+    /// Whether namespace `ns` has writes the caches do not show back yet.
+    pub fn awaits_echoes(&self, ns: &str) -> bool {
+        self.unseen.lock().expect("unseen lock").contains_key(ns)
     }
 
     /// The window's status as last known: its cached status, or the one this operator wrote

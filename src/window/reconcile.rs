@@ -5,7 +5,8 @@
 //! released, and what others still want is left as it is.
 //!
 //! A pass that would remove protection first reads the namespace's windows from the API server
-//! and decides again from them: a window cache that lags never releases a live window's pods.
+//! and decides again from them: a window cache that lags never releases a live window's pods,
+//! and a window that cannot be read (what it selects is unknown) holds every release back.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -138,13 +139,20 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
     delete_retained(ctx, &mut windows, now).await?;
     let world = ctx.world(ns);
     let (mut decided, mut plan) = decide(ctx, ns, &windows, &world, now);
+    let mut held = false;
     if plan.releases() {
-        windows = ctx.fresh_windows(ns).await.map_err(|source| Error::Write {
+        let unreadable;
+        (windows, unreadable) = ctx.fresh_windows(ns).await.map_err(|source| Error::Write {
             what: "a fresh read of the namespace's windows".into(),
             source,
         })?;
         delete_retained(ctx, &mut windows, now).await?;
         (decided, plan) = decide(ctx, ns, &windows, &world, now);
+        if unreadable && plan.releases() {
+            warn!(namespace = %ns, "a window of the namespace cannot be read: nothing is released");
+            plan.writes.retain(|w| !w.releases());
+            held = true;
+        }
     }
     ctx.hold_back(ns, &mut plan.writes, &world);
     for view in &mut plan.windows {
@@ -193,11 +201,11 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
         now,
     )
     .await?;
-    finalizers(ctx, &decided, failure.is_none()).await?;
+    finalizers(ctx, &decided, failure.is_none() && !held).await?;
     if let Some(err) = failure {
         return Err(err);
     }
-    if decided.is_empty() && plan.writes.is_empty() {
+    if decided.is_empty() && plan.writes.is_empty() && !ctx.awaits_echoes(ns) {
         // Nothing of the guard's is left here: the namespace's pods need no cache.
         ctx.stores.pods.release(&Scope::Namespace(ns.to_string()));
         return Ok(Action::await_change());

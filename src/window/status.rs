@@ -1,6 +1,6 @@
 //! A window's next status, decided from what one reconcile saw and did: its phase and times,
 //! what it protects, the report, and the `Ready` condition (True once every piece of protection
-//! is written and seen back; False with reason `Protecting`, `Releasing`, `Closed` or
+//! it selects is in place: written by this pass or an earlier one; False with reason `Protecting`, `Releasing`, `Closed` or
 //! `Expired` otherwise, or with the reason of a limit the window ran into: `NodeLimit`,
 //! `DaemonSetsNotAllowed`). Pure: the reconcile writes what this returns.
 

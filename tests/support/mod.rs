@@ -17,6 +17,7 @@ pub mod issuer;
 pub mod karpenter;
 pub mod operator;
 pub mod pods;
+pub mod previous;
 pub mod proxy;
 pub mod runner_token;
 pub mod stats;
