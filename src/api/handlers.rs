@@ -23,6 +23,10 @@ use super::request::{
     Authorized, Close, IDEMPOTENCY_KEY, List, Open, Read, Renew, WaitQuery, out_of_bounds,
     parse_body, wait_slot,
 };
+use super::responses::{
+    BodyRefused, MalformedLabelSelector, NoSuchWindow, RateLimited, RateLimitedOrTooManyWaits,
+    Refused,
+};
 use crate::operations::problem::{ApiError, Problem};
 use crate::operations::types::{OpenRequest, RenewRequest, WindowList, WindowView};
 use crate::operations::windows::{is_ready, is_ready_or_ended, is_released};
@@ -44,15 +48,11 @@ fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
         (status = 201, description = "Opened", body = WindowView),
         (status = 200, description = "Already opened with this idempotency key and this request", body = WindowView),
         (status = 400, description = "Malformed JSON or selector", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace, or refused by its ResourceQuota; or, with a CI token, the ttl, selector or `protect.daemonSets` is outside the bounds of every CITrust granting it `open` (the detail names the field)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Name taken, or the namespace is being deleted, or (with `wait`) the window ended before its protection was in effect", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid ttl, name or reason; or the Idempotency-Key was already used with another request (type `…/idempotency-key-reused`, the detail names the key)", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited; or, with `wait`, the identity already has `--max-waits-per-identity` waits in progress (type `…/too-many-waits`, nothing applied); `Retry-After` says when to retry", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Not Ready within the timeout; `window` holds its state", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimitedOrTooManyWaits, BodyRefused,
     ),
     security(("bearer" = []))
 )]
@@ -141,11 +141,8 @@ pub struct ListQuery {
     params(("namespace" = String, Path, description = "Namespace"), ListQuery),
     responses(
         (status = 200, description = "The windows", body = WindowList),
-        (status = 400, description = "Malformed label selector", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimited, MalformedLabelSelector,
     ),
     security(("bearer" = []))
 )]
@@ -165,11 +162,8 @@ pub async fn list(
     params(ListQuery),
     responses(
         (status = 200, description = "The windows, by namespace and name", body = WindowList),
-        (status = 400, description = "Malformed label selector", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in every namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimited, MalformedLabelSelector,
     ),
     security(("bearer" = []))
 )]
@@ -193,11 +187,8 @@ pub async fn list_all(
     params(("namespace" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Window")),
     responses(
         (status = 200, description = "The window", body = WindowView),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimited, NoSuchWindow,
     ),
     security(("bearer" = []))
 )]
@@ -216,15 +207,10 @@ pub async fn get(
     responses(
         (status = 200, description = "Renewed", body = WindowView),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace; or, with a CI token, the ttl or the window's stored selector or `protect.daemonSets` is outside the bounds of every CITrust granting it `renew` (the detail names the field)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The window has ended", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid ttl", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimited, NoSuchWindow, BodyRefused,
     ),
     security(("bearer" = []))
 )]
@@ -257,12 +243,9 @@ pub async fn renew(
     params(("namespace" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Window"), WaitQuery),
     responses(
         (status = 200, description = "Closed; `report` says whether anything was disrupted", body = WindowView),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace; or, with a CI token, the window's selector is outside the bounds of every CITrust granting it `close`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited; or, with `wait`, the identity already has `--max-waits-per-identity` waits in progress (type `…/too-many-waits`, nothing applied); `Retry-After` says when to retry", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Protection not released within the timeout", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimitedOrTooManyWaits, NoSuchWindow,
     ),
     security(("bearer" = []))
 )]

@@ -6,7 +6,8 @@
 //! - [`auth`], [`static_tokens`], [`oidc`] (CI id-tokens, `CITrust`): who may do what;
 //!   [`ratelimit`]: per-client limits; [`waits`]: `?wait` requests in progress per identity.
 //! - [`serve`]: the HTTP server, its connection cap and header-read timeout.
-//! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
+//! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`], with
+//!   [`responses`]: the error responses routes share.
 
 mod args;
 pub mod auth;
@@ -17,6 +18,7 @@ pub mod oidc;
 pub mod openapi;
 pub mod ratelimit;
 pub mod request;
+pub mod responses;
 mod router;
 mod run;
 pub mod serve;
