@@ -29,7 +29,7 @@ use super::responses::{
 };
 use crate::operations::problem::{ApiError, Problem};
 use crate::operations::types::{OpenRequest, RenewRequest, WindowList, WindowView};
-use crate::operations::windows::{is_ready, is_ready_or_ended, is_released};
+use crate::operations::windows::is_released;
 
 fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
     (status, Json(WindowView::from_window(tw))).into_response()
@@ -95,22 +95,8 @@ pub async fn open(
     let name = kube::ResourceExt::name_any(&tw);
     info!(namespace = %ns, window = %name, created, identity = %who.name, "window opened");
     let tw = match wait {
-        Some(timeout) => {
-            let tw = state
-                .windows
-                .wait(&ns, &name, timeout, "Ready", is_ready_or_ended, tw)
-                .await?;
-            if !is_ready(&tw) {
-                // Ended while the client waited (e.g. a short ttl ran out first): it will never
-                // be Ready, so say so now instead of at the wait's timeout.
-                let phase = tw.status.as_ref().map(|s| s.phase).unwrap_or_default();
-                return Err(ApiError::Conflict(format!(
-                    "window {name:?} ended ({phase:?}) before its protection was in effect; \
-                     open a new one"
-                )));
-            }
-            tw
-        }
+        // Ended while the client waited (e.g. a short ttl ran out first) is a 409 at once.
+        Some(timeout) => state.windows.wait_ready(&ns, &name, timeout, tw).await?,
         None => tw,
     };
     let status = if created {
