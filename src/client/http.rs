@@ -273,14 +273,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_over_the_identitys_cap_is_asked_again_after_retry_after_for_the_time_left() {
-        let mut refused = answer(ApiError::TooManyWaits {
+        let refused = answer(ApiError::TooManyWaits {
             identity: "static:ci".into(),
             limit: 1,
+            retry_after: Duration::from_secs(1),
         })
         .await;
-        refused
-            .1
-            .insert("retry-after", axum::http::HeaderValue::from_static("1"));
         let ready = answer((StatusCode::OK, axum::Json(window("Active", true)))).await;
         let (base, seen) = api(vec![refused, ready]).await;
         let started = Instant::now();
