@@ -4,7 +4,7 @@
 //! `--header-read-timeout`, a body too slow for `--body-read-timeout` is a 408, one client
 //! address holds no more than `--max-connections-per-address` (a 429 beyond, while other
 //! addresses still get in), and `?wait` requests over `--max-waits-per-identity` are 429 for
-//! that identity only.
+//! that identity only, told to come back when its waits are expected to end.
 
 mod support;
 
@@ -494,6 +494,74 @@ async fn waits_over_the_cap_of_one_identity_are_429_while_another_identity_still
         assert_eq!(refused_metric, 450.0);
         a_waits.abort_all();
         let _ = std::fs::remove_file(&tokens);
+    })
+    .await;
+}
+
+// Needs the window controller: windows over no pods are Ready within milliseconds, so every
+// wait ends quickly.
+#[tokio::test]
+async fn legs_of_a_burst_past_the_wait_cap_come_back_after_a_second_when_waits_end_quickly() {
+    with_namespace(|_client, ns| async move {
+        let op = Operator::start(&ns, &["--rate-limit=0", "--max-waits-per-identity=5"]).await;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let url = windows_url(&op, &ns);
+        // 20 legs of one CI matrix (one identity: no authentication here) open at once, each
+        // coming back after the Retry-After it is told, as the CLI and the Action do.
+        let started = Instant::now();
+        let legs = (0..20).map(|i| {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                let mut told = Vec::new();
+                loop {
+                    let resp = http
+                        .post(format!("{url}?wait=true&timeout=30s"))
+                        .json(&json!({"name": format!("leg-{i}"), "idempotencyKey": format!("leg-{i}")}))
+                        .send()
+                        .await
+                        .unwrap();
+                    if resp.status() != StatusCode::TOO_MANY_REQUESTS {
+                        let status = resp.status();
+                        let body: Value = resp.json().await.unwrap();
+                        return (status, body, told, started.elapsed());
+                    }
+                    let retry_after = resp.headers()["retry-after"].to_str().unwrap().to_string();
+                    let seconds: u64 = retry_after.parse().unwrap();
+                    told.push(retry_after);
+                    tokio::time::sleep(Duration::from_secs(seconds)).await;
+                }
+            }
+        });
+        let legs = futures::future::join_all(legs).await;
+        let took = started.elapsed();
+        let mut refused = 0;
+        for (status, body, told, _) in &legs {
+            assert_eq!(*status, StatusCode::CREATED, "{body}");
+            assert_eq!(body["ready"], true, "{body}");
+            assert!(told.iter().all(|t| t == "1"), "told {told:?}");
+            refused += told.len();
+        }
+        let last_refused = legs
+            .iter()
+            .filter(|(_, _, told, _)| !told.is_empty())
+            .map(|(_, _, _, done)| *done)
+            .max();
+        eprintln!(
+            "20 legs, cap 5: {refused} refusals, each Retry-After: 1; every leg Ready after {took:?} \
+             (the last refused leg at {last_refused:?})"
+        );
+        assert!(refused > 0, "the burst was over the cap");
+        assert_eq!(
+            metric(&op, "disruption_guard_api_waits_refused_total").await,
+            refused as f64
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "the refused legs came back after about a second, not 5 s: {took:?}"
+        );
     })
     .await;
 }

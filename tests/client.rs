@@ -293,6 +293,31 @@ async fn the_client_talks_to_testwindow_objects_directly_with_a_kubeconfig() {
     .await;
 }
 
+// Needs the window controller: direct mode waits for Ready and the release on a watch.
+#[tokio::test]
+async fn direct_mode_waits_for_ready_and_the_release_on_a_watch_once_the_controller_runs() {
+    with_namespace(|kube, ns| async move {
+        let _op = Operator::start(&ns, &[]).await;
+        let direct = |args: &[&str]| {
+            let mut cmd = Command::new(binary());
+            cmd.env_clear()
+                .args(args)
+                .args(["-n", &ns, "--wait-timeout", "60s"])
+                .arg(format!("--kubeconfig={}", support::kubeconfig().display()));
+            cmd
+        };
+        let out = run_ok(&mut direct(&["open", "--name", "watched", "-o", "json"]));
+        let view: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(view["ready"], true, "{view}");
+        let out = run_ok(&mut direct(&["close", "watched"]));
+        assert!(stdout(&out).contains("watched"), "the report is printed");
+        assert!(disruption_guard::operations::windows::is_released(
+            &window(&kube, &ns, "watched").await
+        ));
+    })
+    .await;
+}
+
 /// `kubectl config …` on the kubeconfig at `path`; its stdout.
 fn kubectl_config(path: &std::path::Path, args: &[&str]) -> String {
     let out = run_ok(
@@ -588,6 +613,141 @@ async fn a_sigterm_while_run_waits_for_ready_closes_the_window_and_runs_nothing(
         );
     })
     .await;
+}
+
+/// The count `disruption_guard_api_requests_total` has for `method` on `route` answered `code`.
+fn requests(metrics: &str, method: &str, route: &str, code: u16) -> u64 {
+    let series = format!(
+        r#"disruption_guard_api_requests_total{{method="{method}",route="{route}",code="{code}"}} "#
+    );
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+// Needs the window controller: Ready after the open, the release after the close.
+#[tokio::test]
+async fn open_and_close_wait_with_one_request_each_and_never_poll_once_the_controller_runs() {
+    with_namespace(|kube, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let out = run_ok(client(&op, &ns).args([
+            "open",
+            "--name",
+            "waited",
+            "--wait-timeout",
+            "60s",
+            "-o",
+            "json",
+        ]));
+        let view: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(view["ready"], true, "{view}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("opened window {ns}/waited")),
+            "{stderr}"
+        );
+        let out = run_ok(client(&op, &ns).args(["close", "waited", "--wait-timeout", "60s"]));
+        assert!(stdout(&out).contains("waited"), "the report is printed");
+        assert!(disruption_guard::operations::windows::is_released(
+            &window(&kube, &ns, "waited").await
+        ));
+
+        let metrics = op.metrics().await;
+        let (windows, one) = (
+            "/v1/namespaces/{namespace}/windows",
+            "/v1/namespaces/{namespace}/windows/{name}",
+        );
+        assert_eq!(
+            (
+                requests(&metrics, "POST", windows, 201),
+                requests(&metrics, "POST", windows, 200),
+                requests(&metrics, "DELETE", one, 200),
+            ),
+            (1, 1, 2),
+            "the open, its wait (the same open again), the close and its wait:\n{metrics}"
+        );
+        for code in [200, 404, 429, 503] {
+            assert_eq!(
+                requests(&metrics, "GET", one, code),
+                0,
+                "no read of the window: {metrics}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_wait_over_the_identitys_cap_is_retried_after_retry_after_and_one_that_runs_out_exits_75()
+{
+    with_namespace(|kube, ns| async move {
+        // Another replica holds the Lease: nothing becomes Ready, every wait lasts its timeout.
+        hold_lease(&kube, &ns, "another-replica").await;
+        let op = Operator::start(
+            &ns,
+            &[
+                "--leader-election",
+                &format!("--leader-election-namespace={ns}"),
+                "--leader-election-identity=client-test",
+                "--max-waits-per-identity=1",
+            ],
+        )
+        .await;
+        // Another wait of the same identity (every client is one without authentication)
+        // holds the only place for 3 s.
+        let held = reqwest::Client::new()
+            .post(format!(
+                "{}/v1/namespaces/{ns}/windows?wait=true&timeout=3s",
+                op.api
+            ))
+            .json(&serde_json::json!({"name": "held"}))
+            .send();
+        let held = tokio::spawn(held);
+        wait::until(
+            "the other wait to hold its place",
+            Duration::from_secs(10),
+            || async { window_exists(&kube, &ns, "held").await },
+        )
+        .await;
+        let started = std::time::Instant::now();
+        let out = client(&op, &ns)
+            .args(["open", "--name", "capped", "--wait-timeout", "8s"])
+            .args(["--retry-for", "30s"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "{stderr}");
+        assert!(
+            stderr.contains("429 Too Many Requests: wait: ")
+                && stderr.contains("--max-waits-per-identity=1")
+                && stderr.contains("retrying in"),
+            "the refused wait was retried: {stderr}"
+        );
+        assert!(
+            stderr
+                .contains(r#"504 Gateway Timeout: window "capped" was not Ready within 8s (phase"#),
+            "{stderr}"
+        );
+        assert!(stderr.contains("opened window"), "{stderr}");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(7) && took < Duration::from_secs(20),
+            "the wait keeps its timeout: {took:?}"
+        );
+        assert_eq!(
+            held.await.unwrap().unwrap().status(),
+            reqwest::StatusCode::GATEWAY_TIMEOUT
+        );
+    })
+    .await;
+}
+
+async fn window_exists(kube: &Client, ns: &str, name: &str) -> bool {
+    Api::<TestWindow>::namespaced(kube.clone(), ns)
+        .get_opt(name)
+        .await
+        .is_ok_and(|w| w.is_some())
 }
 
 /// The expiry a renewal last set on the window, if any.

@@ -23,9 +23,13 @@ use super::request::{
     Authorized, Close, IDEMPOTENCY_KEY, List, Open, Read, Renew, WaitQuery, out_of_bounds,
     parse_body, wait_slot,
 };
+use super::responses::{
+    BodyRefused, MalformedLabelSelector, NoSuchWindow, RateLimited, RateLimitedOrTooManyWaits,
+    Refused,
+};
 use crate::operations::problem::{ApiError, Problem};
 use crate::operations::types::{OpenRequest, RenewRequest, WindowList, WindowView};
-use crate::operations::windows::{is_ready, is_ready_or_ended, is_released};
+use crate::operations::windows::is_released;
 
 fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
     (status, Json(WindowView::from_window(tw))).into_response()
@@ -44,15 +48,11 @@ fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
         (status = 201, description = "Opened", body = WindowView),
         (status = 200, description = "Already opened with this idempotency key and this request", body = WindowView),
         (status = 400, description = "Malformed JSON or selector", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace, or refused by its ResourceQuota; or, with a CI token, the ttl, selector or `protect.daemonSets` is outside the bounds of every CITrust granting it `open` (the detail names the field)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Name taken, or the namespace is being deleted, or (with `wait`) the window ended before its protection was in effect", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid ttl, name or reason; or the Idempotency-Key was already used with another request (type `…/idempotency-key-reused`, the detail names the key)", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited; or, with `wait`, the identity already has `--max-waits-per-identity` waits in progress (type `…/too-many-waits`, nothing applied); `Retry-After` says when to retry", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Not Ready within the timeout; `window` holds its state", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimitedOrTooManyWaits, BodyRefused,
     ),
     security(("bearer" = []))
 )]
@@ -95,22 +95,8 @@ pub async fn open(
     let name = kube::ResourceExt::name_any(&tw);
     info!(namespace = %ns, window = %name, created, identity = %who.name, "window opened");
     let tw = match wait {
-        Some(timeout) => {
-            let tw = state
-                .windows
-                .wait(&ns, &name, timeout, "Ready", is_ready_or_ended, tw)
-                .await?;
-            if !is_ready(&tw) {
-                // Ended while the client waited (e.g. a short ttl ran out first): it will never
-                // be Ready, so say so now instead of at the wait's timeout.
-                let phase = tw.status.as_ref().map(|s| s.phase).unwrap_or_default();
-                return Err(ApiError::Conflict(format!(
-                    "window {name:?} ended ({phase:?}) before its protection was in effect; \
-                     open a new one"
-                )));
-            }
-            tw
-        }
+        // Ended while the client waited (e.g. a short ttl ran out first) is a 409 at once.
+        Some(timeout) => state.windows.wait_ready(&ns, &name, timeout, tw).await?,
         None => tw,
     };
     let status = if created {
@@ -141,11 +127,8 @@ pub struct ListQuery {
     params(("namespace" = String, Path, description = "Namespace"), ListQuery),
     responses(
         (status = 200, description = "The windows", body = WindowList),
-        (status = 400, description = "Malformed label selector", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimited, MalformedLabelSelector,
     ),
     security(("bearer" = []))
 )]
@@ -165,11 +148,8 @@ pub async fn list(
     params(ListQuery),
     responses(
         (status = 200, description = "The windows, by namespace and name", body = WindowList),
-        (status = 400, description = "Malformed label selector", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in every namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimited, MalformedLabelSelector,
     ),
     security(("bearer" = []))
 )]
@@ -193,11 +173,8 @@ pub async fn list_all(
     params(("namespace" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Window")),
     responses(
         (status = 200, description = "The window", body = WindowView),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimited, NoSuchWindow,
     ),
     security(("bearer" = []))
 )]
@@ -216,15 +193,10 @@ pub async fn get(
     responses(
         (status = 200, description = "Renewed", body = WindowView),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace; or, with a CI token, the ttl or the window's stored selector or `protect.daemonSets` is outside the bounds of every CITrust granting it `renew` (the detail names the field)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The window has ended", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid ttl", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimited, NoSuchWindow, BodyRefused,
     ),
     security(("bearer" = []))
 )]
@@ -257,12 +229,9 @@ pub async fn renew(
     params(("namespace" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Window"), WaitQuery),
     responses(
         (status = 200, description = "Closed; `report` says whether anything was disrupted", body = WindowView),
-        (status = 401, description = "No or invalid credentials", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace; or, with a CI token, the window's selector is outside the bounds of every CITrust granting it `close`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such window", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited; or, with `wait`, the identity already has `--max-waits-per-identity` waits in progress (type `…/too-many-waits`, nothing applied); `Retry-After` says when to retry", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes API server unreachable", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Protection not released within the timeout", body = Problem, content_type = "application/problem+json"),
+        Refused, RateLimitedOrTooManyWaits, NoSuchWindow,
     ),
     security(("bearer" = []))
 )]

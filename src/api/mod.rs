@@ -4,9 +4,11 @@
 //!
 //! - [`handlers`]: routes, one RBAC verb each; [`request`]: what each checks first.
 //! - [`auth`], [`static_tokens`], [`oidc`] (CI id-tokens, `CITrust`): who may do what;
-//!   [`ratelimit`]: per-client limits; [`waits`]: `?wait` requests in progress per identity.
+//!   [`ratelimit`]: per-client limits; [`waits`]: `?wait` requests in progress per identity,
+//!   and [`wait_retry`]: when one refused should come back.
 //! - [`serve`]: the HTTP server, its connection cap and header-read timeout.
-//! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`].
+//! - [`middleware`]: request ids, metrics, problem+json for every error; [`openapi`], with
+//!   [`responses`]: the error responses routes share.
 
 mod args;
 pub mod auth;
@@ -17,12 +19,14 @@ pub mod oidc;
 pub mod openapi;
 pub mod ratelimit;
 pub mod request;
+pub mod responses;
 mod router;
 mod run;
 pub mod serve;
 mod state;
 pub mod static_tokens;
 pub mod verb;
+pub mod wait_retry;
 pub mod waits;
 
 pub use args::{ApiArgs, DEFAULT_TOKEN_AUDIENCE};

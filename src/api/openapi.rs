@@ -10,9 +10,10 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use super::handlers;
 use crate::operations::problem::Problem;
 use crate::operations::types::{
-    CiMeta, ConditionView, OpenRequest, OpenedByView, ProtectInput, ProtectedView, RenewRequest,
-    ReportView, SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
+    CiMeta, ConditionView, OpenRequest, ProtectInput, ProtectedView, RenewRequest, ReportView,
+    SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
 };
+use crate::resources::OpenedBy;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -29,7 +30,7 @@ use crate::operations::types::{
     ),
     components(schemas(
         OpenRequest, RenewRequest, WindowView, WindowList, SelectorInput, SelectorObject,
-        SelectorRequirement, CiMeta, OpenedByView, ProtectInput, ProtectedView, ReportView, ConditionView, Problem
+        SelectorRequirement, CiMeta, OpenedBy, ProtectInput, ProtectedView, ReportView, ConditionView, Problem
     )),
     modifiers(&Bearer),
     tags(

@@ -166,12 +166,13 @@ pub fn wait_slot(
         return Ok(None);
     }
     match state.waits.try_acquire(&who.name) {
-        Some(slot) => Ok(Some(slot)),
-        None => {
+        Ok(slot) => Ok(Some(slot)),
+        Err(retry_after) => {
             state.metrics.waits_refused.inc();
             Err(ApiError::TooManyWaits {
                 identity: who.name.clone(),
                 limit: state.waits.max_per_identity(),
+                retry_after,
             })
         }
     }

@@ -196,21 +196,14 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
     let fmt = conn.output;
     match cmd {
         ClientCommand::Open(args) => {
-            let view = backend.open(ns, &args.request(), Some(&args.key())).await?;
+            let (req, key) = (args.request(), args.key());
+            let view = backend.open(ns, &req, Some(&key)).await?;
             eprintln!("opened window {ns}/{}", view.name);
             github_output(&view.name);
             let view = if args.no_wait {
                 view
             } else {
-                wait::until(
-                    &backend,
-                    ns,
-                    &view.name,
-                    "Ready",
-                    args.wait_timeout,
-                    wait::ready,
-                )
-                .await?
+                wait::until_ready(&backend, ns, &view.name, &req, &key, args.wait_timeout).await?
             };
             print!("{}", output::window(&view, fmt, false));
         }
@@ -237,15 +230,7 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
         ClientCommand::Close(args) => {
             let mut view = backend.close(ns, &args.name).await?;
             if !args.no_wait {
-                view = wait::until(
-                    &backend,
-                    ns,
-                    &args.name,
-                    "released",
-                    args.wait_timeout,
-                    wait::released,
-                )
-                .await?;
+                view = wait::until_released(&backend, ns, &args.name, args.wait_timeout).await?;
             }
             eprintln!("closed window {ns}/{}", view.name);
             print!("{}", output::window(&view, fmt, true));
@@ -264,7 +249,7 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
             let plan = RunPlan {
                 namespace: ns.to_string(),
                 open: args.open.request(),
-                key: Some(args.open.key()),
+                key: args.open.key(),
                 ready_timeout: args.open.wait_timeout,
                 close_timeout: Duration::from_secs(60),
                 heartbeat,

@@ -1,16 +1,17 @@
 //! Where the windows are — the operator's HTTP API or the cluster itself — and the window
-//! operations over either.
+//! operations over either, waits included: through the API, the open or the close asked with
+//! `?wait=true`, answered once the window is Ready or released (the server watches the window);
+//! in direct mode, a watch of its own.
 
-use std::time::{Duration, SystemTime};
-
-use serde::de::DeserializeOwned;
+use std::time::{Duration, Instant};
 
 use super::ClientError;
-use super::credentials::TokenSource;
-use super::retry::{self, RetryPolicy};
-use crate::operations::problem::Problem;
+use super::http::HttpBackend;
+use super::retry::RetryPolicy;
+use super::waited::Waited;
+use crate::operations::problem::ApiError;
 use crate::operations::types::{OpenRequest, RenewRequest, WindowList, WindowView};
-use crate::operations::windows::Windows;
+use crate::operations::windows::{Windows, is_released};
 
 /// An idempotency key for an open that names none, so that retrying it after a lost answer
 /// finds the window the first attempt made instead of opening a second one.
@@ -31,123 +32,20 @@ pub enum Backend {
     Kube(Windows),
 }
 
-/// Longest a single request may take before it is abandoned (and retried).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The HTTP API at a base URL, with the bearer token of a [`TokenSource`] (taken again for
-/// every attempt); every request is retried under its [`RetryPolicy`].
-#[derive(Clone)]
-pub struct HttpBackend {
-    client: reqwest::Client,
-    base: String,
-    token: TokenSource,
-    retry: RetryPolicy,
-}
-
-impl HttpBackend {
-    /// A client for `base` (e.g. `https://guard.example.com`) retrying under `retry`.
-    pub fn new(base: &str, token: TokenSource, retry: RetryPolicy) -> Result<Self, ClientError> {
-        // The rustls provider must be chosen once per process before an HTTPS client exists.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            // No call of the client waits on the server (waits poll), so an answer that takes
-            // longer is a connection to a replica that is gone: give up on it and retry.
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(Duration::from_secs(10))
-            .user_agent(concat!("disruption-guard/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ClientError::Config(format!("building the HTTP client: {e}")))?;
-        Ok(Self {
-            client,
-            base: base.trim_end_matches('/').to_string(),
-            token,
-            retry,
-        })
+/// A direct-mode wait's end as a [`Waited`]: its 504 is the time running out.
+fn waited(result: Result<crate::resources::TestWindow, ApiError>) -> Result<Waited, ClientError> {
+    match result {
+        Ok(tw) => Ok(Waited::Done(WindowView::from_window(&tw))),
+        Err(ApiError::Timeout { window, .. }) => Ok(Waited::TimedOut(*window)),
+        Err(err) => Err(err.into()),
     }
-
-    fn url(&self, ns: &str, rest: &str) -> String {
-        format!("{}/v1/namespaces/{ns}/windows{rest}", self.base)
-    }
-
-    /// Sends `req`, again under the retry policy while the failure is transient.
-    async fn send<T: DeserializeOwned>(
-        &self,
-        req: reqwest::RequestBuilder,
-    ) -> Result<T, ClientError> {
-        let what = match req.try_clone().and_then(|r| r.build().ok()) {
-            Some(r) => format!("{} {}", r.method(), r.url().path()),
-            None => "request".to_string(),
-        };
-        retry::with_retry(&self.retry, &what, || async {
-            let attempt = req.try_clone().ok_or_else(|| {
-                ClientError::Config("the request cannot be repeated (streamed body)".into())
-            })?;
-            let attempt = match self.token.current(&self.client).await? {
-                Some(token) => attempt.bearer_auth(token),
-                None => attempt,
-            };
-            self.send_once(attempt).await
-        })
-        .await
-    }
-
-    async fn send_once<T: DeserializeOwned>(
-        &self,
-        req: reqwest::RequestBuilder,
-    ) -> Result<T, ClientError> {
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| ClientError::Unreachable(error_chain(&e)))?;
-        let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
-        let bytes = resp.bytes().await.map_err(|e| {
-            ClientError::Unreachable(format!("reading the answer: {}", error_chain(&e)))
-        })?;
-        if status.is_success() {
-            return serde_json::from_slice(&bytes).map_err(|e| {
-                ClientError::Transport(format!("the server's answer is not a window: {e}"))
-            });
-        }
-        let problem = serde_json::from_slice::<Problem>(&bytes).unwrap_or_else(|_| Problem {
-            type_: "about:blank".into(),
-            title: status.canonical_reason().unwrap_or("Error").into(),
-            status: status.as_u16(),
-            detail: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
-            instance: None,
-            window: None,
-        });
-        Err(ClientError::Api {
-            problem: Box::new(problem),
-            retry_after,
-        })
-    }
-}
-
-/// An error and its causes on one line (reqwest's own message hides "connection refused").
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 impl Backend {
     /// The same backend retrying under `retry` (direct mode keeps kube's own retries).
     pub fn with_retry(&self, retry: RetryPolicy) -> Backend {
         match self {
-            Backend::Http(h) => Backend::Http(HttpBackend { retry, ..h.clone() }),
+            Backend::Http(h) => Backend::Http(h.with_retry(retry)),
             Backend::Kube(w) => Backend::Kube(w.clone()),
         }
     }
@@ -243,6 +141,67 @@ impl Backend {
             Backend::Kube(w) => Ok(WindowView::from_window(
                 &w.close(ns, name, |_| Ok(())).await?,
             )),
+        }
+    }
+
+    /// Waits until the window `name`, opened with `req` and `key`, is Ready, for at most
+    /// `timeout`: through the API, the same open asked again (the key finds the window the
+    /// first made) with `?wait=true`, which the server answers once protection is in effect,
+    /// with one watch. A window that ended first is a 409: it will never be Ready.
+    pub async fn wait_ready(
+        &self,
+        ns: &str,
+        name: &str,
+        req: &OpenRequest,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Waited, ClientError> {
+        let deadline = Instant::now() + timeout;
+        match self {
+            Backend::Http(h) => {
+                let url = h.url(ns, "");
+                h.wait(deadline, |t| {
+                    h.client
+                        .post(&url)
+                        .query(&[("wait", "true"), ("timeout", t)])
+                        .header("Idempotency-Key", key)
+                        .json(req)
+                })
+                .await
+            }
+            Backend::Kube(w) => {
+                let last = w.get(ns, name).await?;
+                waited(w.wait_ready(ns, name, timeout, last).await)
+            }
+        }
+    }
+
+    /// Waits until the closed window `name` is released, for at most `timeout`: through the
+    /// API, the close asked again (closing a closed window changes nothing) with `?wait=true`.
+    pub async fn wait_released(
+        &self,
+        ns: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<Waited, ClientError> {
+        let deadline = Instant::now() + timeout;
+        match self {
+            Backend::Http(h) => {
+                let url = h.url(ns, &format!("/{name}"));
+                h.wait(deadline, |t| {
+                    h.client
+                        .delete(&url)
+                        .query(&[("wait", "true"), ("timeout", t)])
+                })
+                .await
+            }
+            Backend::Kube(w) => {
+                let last = w.get(ns, name).await?;
+                waited(
+                    w.wait(ns, name, timeout, "released", is_released, last)
+                        .await,
+                )
+            }
         }
     }
 }

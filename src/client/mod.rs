@@ -2,7 +2,8 @@
 //! `--kubeconfig`, straight to the cluster's `TestWindow` objects. Both speak the same
 //! operations and return the same [`WindowView`](crate::operations::types::WindowView).
 //!
-//! - `backend`: [`Backend`], the operations over either;
+//! - `backend`: [`Backend`], the operations over either; `http`: [`HttpBackend`], the API's
+//!   requests; `waited`: how a wait ended;
 //! - `error`: [`ClientError`] and the [`exit`] codes it maps to;
 //! - [`credentials`]: the bearer token, from a file, a variable or the CI's id-token;
 //! - [`retry`]: retries while the guard hiccups;
@@ -12,10 +13,13 @@
 mod backend;
 pub mod credentials;
 mod error;
+mod http;
 pub mod output;
 pub mod retry;
 pub mod run;
 pub mod wait;
+mod waited;
 
-pub use backend::{Backend, HttpBackend, REQUEST_TIMEOUT, generated_key};
+pub use backend::{Backend, generated_key};
 pub use error::{ClientError, exit};
+pub use http::{HttpBackend, REQUEST_TIMEOUT};

@@ -24,8 +24,8 @@ pub struct RunPlan {
     pub namespace: String,
     /// The open request.
     pub open: OpenRequest,
-    /// Idempotency key of the open.
-    pub key: Option<String>,
+    /// Idempotency key of the open (the wait for Ready asks the same open again with it).
+    pub key: String,
     /// How long to wait for Ready.
     pub ready_timeout: Duration,
     /// How long to wait for the release after the close.
@@ -118,7 +118,7 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
         .map_err(|e| ClientError::Config(format!("installing a SIGINT handler: {e}")))?;
 
     let opened = tokio::select! {
-        r = backend.open(ns, &plan.open, plan.key.as_deref()) => r,
+        r = backend.open(ns, &plan.open, Some(&plan.key)) => r,
         _ = term.recv() => Err(ClientError::Interrupted { name: "SIGTERM", code: 143 }),
         _ = int.recv() => Err(ClientError::Interrupted { name: "SIGINT", code: 130 }),
     };
@@ -136,7 +136,7 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
     github_output(&name);
 
     let ready = tokio::select! {
-        r = wait::until(backend, ns, &name, "Ready", plan.ready_timeout, wait::ready), if plan.wait_ready => r,
+        r = wait::until_ready(backend, ns, &name, &plan.open, &plan.key, plan.ready_timeout), if plan.wait_ready => r,
         _ = std::future::ready(()), if !plan.wait_ready => Ok(opened.clone()),
         _ = term.recv() => Err(ClientError::Interrupted { name: "SIGTERM", code: 143 }),
         _ = int.recv() => Err(ClientError::Interrupted { name: "SIGINT", code: 130 }),
@@ -292,7 +292,7 @@ async fn close_and_report(
         } else {
             plan.close_timeout
         };
-        wait::until(backend, ns, name, "released", limit, wait::released).await
+        wait::until_released(backend, ns, name, limit).await
     } else {
         Ok(closed.clone())
     };

@@ -5,6 +5,7 @@
 //!
 //! - [`windows`]: the operations themselves, each call to the API server bounded in time
 //!   ([`deadline`]); [`open`]: the object an open creates, decided without the API server;
+//!   [`ready`]: waiting until protection is in effect;
 //! - [`types`]: the wire types (requests, the window view); [`view`]: a `TestWindow` as its
 //!   view; [`selector`]: label selectors in requests; [`ttl`]: a window's time to live;
 //! - [`problem`]: errors as `application/problem+json`; [`daemon_sets`]: who may protect
@@ -14,6 +15,7 @@ pub mod daemon_sets;
 pub mod deadline;
 pub mod open;
 pub mod problem;
+pub mod ready;
 pub mod selector;
 pub mod ttl;
 pub mod types;

@@ -4,6 +4,8 @@
 //! from the variant, its `detail` names the field and the rule that was broken. Nothing that
 //! a client sends can turn into a 500: only a failure of the API server itself becomes a 5xx.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -11,9 +13,6 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::types::WindowView;
-
-/// `Retry-After` (seconds) of a wait refused by `--max-waits-per-identity`.
-pub const TOO_MANY_WAITS_RETRY_AFTER: &str = "5";
 
 /// Media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -95,6 +94,9 @@ pub enum ApiError {
         identity: String,
         /// The limit.
         limit: usize,
+        /// When to ask again (`Retry-After`, whole seconds): when one of its waits is expected
+        /// to end.
+        retry_after: Duration,
     },
     /// The Kubernetes API server cannot be reached or failed.
     #[error("{0}")]
@@ -256,11 +258,11 @@ impl IntoResponse for ApiError {
         if matches!(self, ApiError::RateLimited(_)) {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
-        if matches!(self, ApiError::TooManyWaits { .. }) {
-            // A wait lasts seconds to minutes: come back later than a rate-limited request.
+        if let ApiError::TooManyWaits { retry_after, .. } = &self {
+            // When one of the identity's waits is expected to end, at least a second.
             headers.insert(
                 header::RETRY_AFTER,
-                HeaderValue::from_static(TOO_MANY_WAITS_RETRY_AFTER),
+                HeaderValue::from(retry_after.as_secs().max(1)),
             );
         }
         resp
@@ -339,6 +341,7 @@ mod tests {
         let err = ApiError::TooManyWaits {
             identity: "static:ci".into(),
             limit: 50,
+            retry_after: std::time::Duration::from_secs(2),
         };
         let problem = err.to_problem(None);
         assert_eq!(problem.status, 429);
@@ -350,10 +353,7 @@ mod tests {
             problem.detail
         );
         let resp = err.into_response();
-        assert_eq!(
-            resp.headers()[header::RETRY_AFTER],
-            TOO_MANY_WAITS_RETRY_AFTER
-        );
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "2");
     }
 
     #[test]

@@ -207,7 +207,7 @@ pub struct WindowView {
     pub daemon_sets: bool,
     /// Who opened it, as the API authenticated them (absent for windows created otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opened_by: Option<OpenedByView>,
+    pub opened_by: Option<OpenedBy>,
     /// When the object was created (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
@@ -227,46 +227,6 @@ pub struct WindowView {
     /// Conditions written by the controller (`Ready`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<ConditionView>,
-}
-
-/// The authenticated opener of a window (`spec.openedBy`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct OpenedByView {
-    /// `system:serviceaccount:ns:sa`, `static:<name>` or `oidc:<iss>#<sub>`.
-    pub name: String,
-    /// The CI id-token's `iss`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub issuer: Option<String>,
-    /// The CI id-token's `sub`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subject: Option<String>,
-    /// Repository or project (GitHub `repository`, GitLab `project_path`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub repository: Option<String>,
-    /// The git ref of the job.
-    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
-    pub git_ref: Option<String>,
-    /// The run (`run_id/run_attempt`, `pipeline_id/job_id`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<String>,
-    /// The CITrust that granted the open, `namespace/name`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trust: Option<String>,
-}
-
-impl From<&OpenedBy> for OpenedByView {
-    fn from(by: &OpenedBy) -> Self {
-        OpenedByView {
-            name: by.name.clone(),
-            issuer: by.issuer.clone(),
-            subject: by.subject.clone(),
-            repository: by.repository.clone(),
-            git_ref: by.git_ref.clone(),
-            run: by.run.clone(),
-            trust: by.trust.clone(),
-        }
-    }
 }
 
 /// What a window protects.

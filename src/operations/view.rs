@@ -26,7 +26,7 @@ impl WindowView {
             reason: tw.spec.reason.clone(),
             ci: tw.spec.ci.as_ref().map(CiMeta::from),
             daemon_sets: tw.spec.protect.daemon_sets,
-            opened_by: tw.spec.opened_by.as_ref().map(OpenedByView::from),
+            opened_by: tw.spec.opened_by.clone(),
             created_at: ts(&tw.metadata.creation_timestamp),
             opened_at: ts(&status.opened_at),
             expires_at: ts(&status.expires_at),
@@ -78,4 +78,46 @@ impl WindowView {
 pub fn go_duration(d: &kube::core::Duration) -> String {
     let std: std::time::Duration = (*d).into();
     crate::resources::duration::format(std)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::OpenedBy;
+    use serde_json::json;
+
+    #[test]
+    fn opened_by_reads_on_the_wire_as_the_window_stores_it() {
+        let limits = crate::operations::ttl::TtlLimits {
+            default: std::time::Duration::from_secs(1800),
+            max: std::time::Duration::from_secs(7200),
+        };
+        let req = crate::operations::types::OpenRequest::default();
+        let mut tw =
+            crate::operations::open::build_window("shop", &req, Some("k"), &limits).unwrap();
+        let by = json!({
+            "name": "oidc:https://token.actions.githubusercontent.com#repo:org/shop:ref:refs/heads/main",
+            "issuer": "https://token.actions.githubusercontent.com",
+            "subject": "repo:org/shop:ref:refs/heads/main",
+            "repository": "org/shop",
+            "ref": "refs/heads/main",
+            "run": "42/1",
+            "trust": "shop/github",
+        });
+        tw.spec.opened_by = Some(serde_json::from_value::<OpenedBy>(by.clone()).unwrap());
+        let view = serde_json::to_value(WindowView::from_window(&tw)).unwrap();
+        assert_eq!(view["openedBy"], by);
+        tw.spec.opened_by = Some(OpenedBy {
+            name: "static:ci".into(),
+            ..Default::default()
+        });
+        let view = serde_json::to_value(WindowView::from_window(&tw)).unwrap();
+        assert_eq!(
+            view["openedBy"],
+            json!({"name": "static:ci"}),
+            "absent claims stay absent"
+        );
+        let back: WindowView = serde_json::from_value(view).unwrap();
+        assert_eq!(back.opened_by.unwrap().name, "static:ci");
+    }
 }

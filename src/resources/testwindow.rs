@@ -12,6 +12,7 @@ use kube::core::Duration;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::window_status::TestWindowStatus;
 
@@ -99,8 +100,10 @@ pub struct TestWindowSpec {
 
 /// The authenticated opener of a window: a Kubernetes user, a static token, or a CI id-token
 /// (then its issuer, subject and, for GitHub and GitLab, the repository, ref and run).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]
 #[serde(rename_all = "camelCase")]
+// The HTTP API shows it as stored (a window's `openedBy`), named `OpenedByView` in its document.
+#[schema(as = OpenedByView)]
 pub struct OpenedBy {
     /// The identity's name: `system:serviceaccount:ns:sa`, `static:<name>`, `oidc:<iss>#<sub>`.
     pub name: String,
