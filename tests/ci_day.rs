@@ -537,7 +537,8 @@ fn karpenter_metrics_port() -> Option<u16> {
 
 /// A burst: `legs` windows opened within 5 s over the pipelines (each held 60 s), then as many
 /// bare PDBs (the floor) created within 5 s and deleted once settled. Returns the open → Ready
-/// and the PDB latencies (ms).
+/// and the PDB latencies (ms), and the operator's protection writes from the burst's start
+/// until its last leg was Ready.
 async fn burst(
     client: &Client,
     op: &Operator,
@@ -546,13 +547,23 @@ async fn burst(
     pipelines: usize,
     legs: usize,
     round: usize,
-) -> (Vec<f64>, Vec<f64>) {
+) -> (Vec<f64>, Vec<f64>, f64) {
     let http = reqwest::Client::new();
     let spread = Duration::from_secs(5).as_secs_f64() / legs.max(1) as f64;
+    let writes = || async { metric(&op.metrics().await, "disruption_guard_window_writes_total") };
+    let writes_before = writes().await;
+    let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writes_at_ready = async {
+        while ready.load(std::sync::atomic::Ordering::Acquire) < legs {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        writes().await - writes_before
+    };
     let opens = futures::future::join_all((0..legs).map(|leg| {
         let http = http.clone();
         let ns = namespace(arm, leg % pipelines);
         let open = open.clone();
+        let ready = ready.clone();
         async move {
             tokio::time::sleep(Duration::from_secs_f64(spread * leg as f64)).await;
             let name = format!("leg-{round}-{leg}");
@@ -565,6 +576,7 @@ async fn burst(
                 .unwrap();
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+            ready.fetch_add(1, std::sync::atomic::Ordering::Release);
             open_window(&open, &ns, 1);
             tokio::time::sleep(Duration::from_secs(60)).await;
             let _ = http
@@ -591,8 +603,8 @@ async fn burst(
         }))
         .await
     };
-    let (opens, floor) = tokio::join!(opens, floor);
-    (opens, floor)
+    let (opens, floor, writes) = tokio::join!(opens, floor, writes_at_ready);
+    (opens, floor, writes)
 }
 
 /// Creates a bare `minAvailable: 1` PDB over the floor's app in `ns`, times it until the
@@ -631,6 +643,8 @@ struct ArmResult {
     decisions: BTreeMap<String, f64>,
     opens: Vec<f64>,
     floor: Vec<f64>,
+    /// Per burst: the operator's protection writes per window until its last leg was Ready.
+    burst_writes: Vec<f64>,
     /// The operator: CPU-seconds, peak RSS (MiB), API requests, windows opened.
     cost: Option<(f64, f64, f64, usize)>,
     /// The operator's `held_node_seconds_total` by reason.
@@ -804,9 +818,11 @@ async fn run_arm(
                 "ci-day [{}] burst {round}: {legs} windows within 5 s",
                 arm.letter()
             );
-            let (opens, floor) = burst(client, op, &open, arm, pipelines.len(), legs, round).await;
+            let (opens, floor, writes) =
+                burst(client, op, &open, arm, pipelines.len(), legs, round).await;
             result.opens.extend(opens);
             result.floor.extend(floor);
+            result.burst_writes.push(writes / legs.max(1) as f64);
         }
     }
     for day in days {
@@ -939,6 +955,10 @@ fn report(arm: Arm, r: &ArmResult) -> serde_json::Value {
             p50_p99(&r.floor),
             r.floor.len()
         );
+        eprintln!(
+            "  protection writes per window, each burst until its last leg was Ready: {:?}",
+            r.burst_writes
+        );
     }
     if let Some((cpu, rss, requests, windows)) = r.cost {
         eprintln!(
@@ -957,6 +977,7 @@ fn report(arm: Arm, r: &ArmResult) -> serde_json::Value {
         "last_test_to_consolidated_seconds": r.last_to_consolidated,
         "end_nodes": r.end_nodes, "end_guard_traces": r.end_traces, "karpenter_decisions": r.decisions,
         "burst_open_ready_ms": r.opens, "bare_pdb_floor_ms": r.floor,
+        "burst_writes_per_window": r.burst_writes,
         "operator": r.cost.map(|(cpu, rss, requests, windows)| json!({"cpu_seconds": cpu, "peak_rss_mib": rss, "api_requests": requests, "windows": windows})),
         "held_node_seconds_metric": r.held_metric, "held_node_seconds_outside": held_outside,
     })
