@@ -154,9 +154,14 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
             held = true;
         }
     }
+    finalizers(ctx, &decided, None).await?;
     ctx.hold_back(ns, &mut plan.writes, &world);
-    for view in &mut plan.windows {
+    for (view, d) in plan.windows.iter_mut().zip(&decided) {
         view.writes.clone_from(&plan.writes);
+        if held && !d.facts.active {
+            view.waiting
+                .push("a window of the namespace that cannot be read".into());
+        }
     }
 
     // The end is recorded before the release (docs/windows.md, "Lifecycle"): whoever watches a
@@ -201,7 +206,7 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
         now,
     )
     .await?;
-    finalizers(ctx, &decided, failure.is_none() && !held).await?;
+    finalizers(ctx, &decided, Some(failure.is_none() && !held)).await?;
     if let Some(err) = failure {
         return Err(err);
     }
@@ -246,17 +251,22 @@ async fn delete_retained(
     Ok(())
 }
 
-/// Adds the finalizer to a window that lacks it (one made with kubectl; the API creates windows
-/// with it), and removes it from a deleted window once the pass's writes succeeded: what only it
-/// wanted is released by then.
-async fn finalizers(ctx: &Context, decided: &[Decided], released: bool) -> Result<(), Error> {
+/// Adds the finalizer to each window that lacks it (one made with kubectl; the API creates
+/// windows with it) before anything is written for it, or, once `released` (the pass's writes
+/// succeeded: what only it wanted is gone), removes it from each deleted window.
+async fn finalizers(
+    ctx: &Context,
+    decided: &[Decided],
+    released: Option<bool>,
+) -> Result<(), Error> {
     for d in decided {
         let window = &d.window;
         let current = window.metadata.finalizers.clone().unwrap_or_default();
         let has = current.iter().any(|f| f == FINALIZER);
-        let next: Vec<String> = match (window.metadata.deletion_timestamp.is_some(), has) {
-            (true, true) if released => current.into_iter().filter(|f| f != FINALIZER).collect(),
-            (false, false) => current.into_iter().chain([FINALIZER.to_string()]).collect(),
+        let deleted = window.metadata.deletion_timestamp.is_some();
+        let next: Vec<String> = match (released, deleted, has) {
+            (None, false, false) => current.into_iter().chain([FINALIZER.to_string()]).collect(),
+            (Some(true), true, true) => current.into_iter().filter(|f| f != FINALIZER).collect(),
             _ => continue,
         };
         // The resourceVersion read makes the patch refused (409) if the list changed since.
@@ -272,7 +282,7 @@ async fn finalizers(ctx: &Context, decided: &[Decided], released: bool) -> Resul
             )
             .await
             .map_err(Error::Finalizer)?;
-        if window.metadata.deletion_timestamp.is_some() {
+        if deleted {
             ctx.forget(window);
         }
     }
