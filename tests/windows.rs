@@ -267,13 +267,20 @@ async fn deleting_a_window_removes_its_protection_and_keeps_a_persons_do_not_dis
 #[tokio::test]
 async fn closing_one_of_two_overlapping_windows_keeps_the_others_protection() {
     with_namespace(|client, ns| async move {
-        let _op = Operator::start(&ns, &[]).await;
+        let op = Operator::start(&ns, &[]).await;
         let (node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
         let pod_name = name(&pod);
         open(&client, &ns, &window("a", "api", "10m", json!({}))).await;
-        open(&client, &ns, &window("b", "api", "10m", json!({}))).await;
         until_ready(&client, &ns, "a", LIMIT).await;
+        // b selects what a protects already: Ready with no protection write of its own.
+        let writes = || async {
+            sample(&op.metrics().await, "disruption_guard_window_writes_total").unwrap()
+        };
+        let before = writes().await;
+        assert!(before > 0.0);
+        open(&client, &ns, &window("b", "api", "10m", json!({}))).await;
         until_ready(&client, &ns, "b", LIMIT).await;
+        assert_eq!(writes().await, before, "b's opening wrote no protection");
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let ours = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
             let manager = format!("disruption-guard/{ns}");
@@ -1170,6 +1177,49 @@ async fn an_empty_selector_protects_the_deployments_pod_and_node_but_no_daemon_s
                 && annotated_nodes(&client, &nodes).await == std::slice::from_ref(&first)
         })
         .await;
+    })
+    .await;
+}
+
+/// `Ready` does not wait for the disruption controller: the Eviction API answers 429 for a PDB
+/// whose status it has not computed yet (kube-apiserver, `checkAndDecrement`: "The disruption
+/// budget … is still being processed by the server"). Each round creates a PDB and evicts at
+/// once; every answer must be 429, whichever of the two ways the API server refused.
+#[tokio::test]
+async fn a_pdb_protects_from_its_creation_before_its_status_is_computed() {
+    with_namespace(|client, ns| async move {
+        let (_node, pod) = lone_pod_on_private_node(&client, &ns, "api").await;
+        let pod_name = name(&pod);
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let mut still_processed = 0;
+        for round in 0..5 {
+            let pdb = format!("guard-{round}");
+            pdbs.create(
+                &PostParams::default(),
+                &pdb_max_unavailable_zero(&pdb, "api"),
+            )
+            .await
+            .unwrap();
+            match pods.evict(&pod_name, &Default::default()).await {
+                Err(kube::Error::Api(status)) => {
+                    assert_eq!(status.code, 429, "round {round}: {status:?}");
+                    if status.message.contains("disruption budget") {
+                        let text = format!("{status:?}");
+                        still_processed += usize::from(text.contains("still being processed"));
+                    }
+                }
+                other => panic!("round {round}: the eviction was not refused: {other:?}"),
+            }
+            pdbs.delete(&pdb, &DeleteParams::default()).await.unwrap();
+            wait::until("the PDB gone", LIMIT, || async {
+                pdbs.get_opt(&pdb).await.unwrap().is_none()
+            })
+            .await;
+        }
+        eprintln!(
+            "{still_processed} of 5 evictions were refused before the PDB's status was computed"
+        );
     })
     .await;
 }

@@ -6,7 +6,7 @@
 //! minute. Built once; later runs reuse it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// The last landed version: the commit whose operator wrote one field manager per window.
 pub const PREVIOUS: &str = "cb66ad3ff35cc72b01aae964c54534b335b3cd4c";
@@ -49,18 +49,22 @@ pub fn binary() -> PathBuf {
     let source = root.join("source");
     let _ = std::fs::remove_dir_all(&source);
     std::fs::create_dir_all(&source).expect("mkdir");
-    let archive = Command::new("git")
-        .current_dir(super::repo_root())
-        .args(["archive", "--format=tar", PREVIOUS])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("git archive (the repository's history is needed)");
+    let tar = source.join("previous.tar");
+    run(
+        "git archive (the repository's history is needed)",
+        Command::new("git")
+            .current_dir(super::repo_root())
+            .args(["archive", "--format=tar", "-o"])
+            .arg(&tar)
+            .arg(PREVIOUS),
+    );
     run(
         "unpacking the previous version",
         Command::new("tar")
-            .args(["-x", "-C"])
-            .arg(&source)
-            .stdin(archive.stdout.expect("archive output")),
+            .arg("-xf")
+            .arg(&tar)
+            .arg("-C")
+            .arg(&source),
     );
     for part in ["deps", "build", ".fingerprint"] {
         let from = target_dir().join("debug").join(part);
