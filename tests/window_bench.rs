@@ -155,3 +155,108 @@ async fn open_to_ready_latency_for_windows_over_1_10_and_100_deployments() {
     })
     .await;
 }
+
+/// Opens `legs` windows over `group=burst` within 5 s through the API with `?wait=true`, each
+/// coming back after the Retry-After it is told on a 429 (as the CLI and the Action do), then
+/// closes them all. Returns each leg's open → Ready (ms) and the number of 429s.
+async fn burst_from_one_identity(
+    op: &Operator,
+    ns: &str,
+    legs: usize,
+    round: &str,
+) -> (Vec<f64>, usize) {
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/namespaces/{ns}/windows", op.api);
+    let spread = 5.0 / legs as f64;
+    let results = futures::future::join_all((0..legs).map(|leg| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            tokio::time::sleep(Duration::from_secs_f64(spread * leg as f64)).await;
+            let started = Instant::now();
+            let mut refused = 0;
+            loop {
+                let body = json!({"name": format!("{round}-{leg}"), "selector": "group=burst", "ttl": "10m"});
+                let resp = http.post(format!("{url}?wait=true")).json(&body).send().await.unwrap();
+                if resp.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                    refused += 1;
+                    let after: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+                    tokio::time::sleep(Duration::from_secs(after)).await;
+                    continue;
+                }
+                assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+                return (started.elapsed().as_secs_f64() * 1000.0, refused);
+            }
+        }
+    }))
+    .await;
+    futures::future::join_all((0..legs).map(|leg| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let _ = http
+                .delete(format!("{url}/{round}-{leg}?wait=true"))
+                .send()
+                .await;
+        }
+    }))
+    .await;
+    let refused = results.iter().map(|(_, r)| r).sum();
+    (results.into_iter().map(|(ms, _)| ms).collect(), refused)
+}
+
+#[tokio::test]
+#[ignore = "benchmark: prints figures, run with --ignored --nocapture"]
+async fn a_burst_of_100_legs_from_one_identity_beside_the_same_burst_without_a_cap() {
+    with_namespace(|client, ns| async move {
+        let node = format!("{ns}-n");
+        let mut fixture = kwok_node(&node, &ns);
+        let status = fixture.status.as_mut().unwrap();
+        status.allocatable.as_mut().unwrap().insert(
+            "pods".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("250".into()),
+        );
+        Api::<Node>::all(client.clone())
+            .create(&PostParams::default(), &fixture)
+            .await
+            .unwrap();
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        for i in 0..8 {
+            let d = deployment(&format!("app-{i}"))
+                .label("group", "burst")
+                .node_selector("disruption-guard.io/test-node", &node)
+                .build();
+            deployments
+                .create(&PostParams::default(), &d)
+                .await
+                .unwrap();
+        }
+        wait::until("the 8 pods Ready", Duration::from_secs(180), || async {
+            pods::ready_pods_matching(&client, &ns, "group=burst")
+                .await
+                .len()
+                == 8
+        })
+        .await;
+        let legs = 100;
+        println!(
+            "burst of {legs} legs from one identity over 8 one-replica Deployments in one namespace"
+        );
+        println!("--max-waits-per-identity  429s  p50_ms  p99_ms  max_ms");
+        for (cap, round) in [(50, "capped"), (2 * legs, "uncapped")] {
+            let op = Operator::start(&ns, &[&format!("--max-waits-per-identity={cap}")]).await;
+            let (mut ms, refused) = burst_from_one_identity(&op, &ns, legs, round).await;
+            ms.sort_by(f64::total_cmp);
+            println!(
+                "{cap:>24}  {refused:>4}  {:>6.0}  {:>6.0}  {:>6.0}",
+                percentile(&ms, 50.0),
+                percentile(&ms, 99.0),
+                ms[ms.len() - 1]
+            );
+            wait::until("every leg released", Duration::from_secs(120), || async {
+                guard_pdbs(&client, &ns).await.is_empty()
+            })
+            .await;
+            drop(op);
+        }
+    })
+    .await;
+}
