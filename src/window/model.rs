@@ -11,8 +11,10 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::Resource;
 use kube::api::DynamicObject;
 
+use crate::k8s::references::controller_of;
 use crate::k8s::selector;
 use crate::resources::{PodDigest, Protect, TestWindow};
 
@@ -248,85 +250,47 @@ pub fn selects(window: &WindowFacts, pod: &ObjectMeta) -> bool {
 
 /// Whether a DaemonSet controls the pod.
 pub fn is_daemon_set_pod(pod: &ObjectMeta) -> bool {
-    pod.owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet")
+    controller_of(pod).is_some_and(|o| o.kind == "DaemonSet")
 }
 
 /// The workload a pod belongs to, `Ok(None)` for pods no PDB can cover (bare pods, Jobs,
 /// DaemonSets), `Err` when its owner is not yet known.
 pub fn workload_of(pod: &PodDigest, world: &World) -> Result<Option<Workload>, String> {
-    let Some(owner) = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-    else {
+    fn named<'a, K: Resource>(all: &'a [Arc<K>], kind: &str, name: &str) -> Result<&'a K, String> {
+        let found = all.iter().find(|o| o.meta().name.as_deref() == Some(name));
+        found
+            .map(|o| &**o)
+            .ok_or_else(|| format!("{kind} {name} not seen yet"))
+    }
+    let workload = |kind, name: &str, selector: Option<&LabelSelector>| {
+        let selector = selector.cloned().unwrap_or_default();
+        Ok(Some(Workload {
+            kind,
+            name: name.to_string(),
+            selector,
+        }))
+    };
+    let Some(owner) = controller_of(&pod.metadata) else {
         return Ok(None);
     };
-    let by_name = |name: &str, meta: &ObjectMeta| meta.name.as_deref() == Some(name);
+    let name = owner.name.as_str();
     match owner.kind.as_str() {
         "StatefulSet" => {
-            let sts = world
-                .stateful_sets
-                .iter()
-                .find(|s| by_name(&owner.name, &s.metadata))
-                .ok_or_else(|| format!("StatefulSet {} not seen yet", owner.name))?;
-            let selector = sts
-                .spec
-                .as_ref()
-                .map(|s| s.selector.clone())
-                .unwrap_or_default();
-            Ok(Some(Workload {
-                kind: "StatefulSet",
-                name: owner.name.clone(),
-                selector,
-            }))
+            let sts = named(&world.stateful_sets, "StatefulSet", name)?;
+            workload("StatefulSet", name, sts.spec.as_ref().map(|s| &s.selector))
         }
         "ReplicaSet" => {
-            let rs = world
-                .replica_sets
-                .iter()
-                .find(|r| by_name(&owner.name, &r.metadata))
-                .ok_or_else(|| format!("ReplicaSet {} not seen yet", owner.name))?;
-            let deployment = rs
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && o.kind == "Deployment");
-            match deployment {
+            let rs = named(&world.replica_sets, "ReplicaSet", name)?;
+            match controller_of(&rs.metadata).filter(|o| o.kind == "Deployment") {
                 Some(d) => {
-                    let dep = world
-                        .deployments
-                        .iter()
-                        .find(|x| by_name(&d.name, &x.metadata))
-                        .ok_or_else(|| format!("Deployment {} not seen yet", d.name))?;
-                    let selector = dep
-                        .spec
-                        .as_ref()
-                        .map(|s| s.selector.clone())
-                        .unwrap_or_default();
-                    Ok(Some(Workload {
-                        kind: "Deployment",
-                        name: d.name.clone(),
-                        selector,
-                    }))
+                    let dep = named(&world.deployments, "Deployment", &d.name)?;
+                    workload(
+                        "Deployment",
+                        &d.name,
+                        dep.spec.as_ref().map(|s| &s.selector),
+                    )
                 }
-                None => {
-                    let selector = rs
-                        .spec
-                        .as_ref()
-                        .map(|s| s.selector.clone())
-                        .unwrap_or_default();
-                    Ok(Some(Workload {
-                        kind: "ReplicaSet",
-                        name: owner.name.clone(),
-                        selector,
-                    }))
-                }
+                None => workload("ReplicaSet", name, rs.spec.as_ref().map(|s| &s.selector)),
             }
         }
         _ => Ok(None),
