@@ -174,7 +174,7 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
         .filter(|(_, d)| d.window.metadata.deletion_timestamp.is_none())
         .map(|(i, _)| i)
         .collect();
-    if !plan.writes.is_empty() && !ending.is_empty() {
+    if plan.releases() && !ending.is_empty() {
         write_statuses(
             ctx,
             &mut decided,
