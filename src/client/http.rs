@@ -317,27 +317,23 @@ mod tests {
             window: Box::new(window("Pending", false)),
         })
         .await;
-        let (base, seen) = api(vec![ran_out]).await;
-        let waited = wait_for_ready(
-            &backend(&base, Duration::from_secs(30)),
-            Duration::from_secs(1),
-        )
-        .await
-        .unwrap();
+        // How a wait of `budget` against these answers ended, and how many requests it made.
+        let wait = |answers, budget| async move {
+            let (base, seen) = api(answers).await;
+            let backend = backend(&base, Duration::from_secs(30));
+            let waited = wait_for_ready(&backend, budget).await.unwrap();
+            let requests = seen.lock().unwrap().len();
+            (waited, requests)
+        };
+        let (waited, requests) = wait(vec![ran_out], Duration::from_secs(1)).await;
         assert_eq!(waited, Waited::TimedOut(window("Pending", false)));
-        assert_eq!(seen.lock().unwrap().len(), 1);
+        assert_eq!(requests, 1);
 
         let proxy = answer((StatusCode::GATEWAY_TIMEOUT, "upstream timed out")).await;
         let ready = answer((StatusCode::CREATED, axum::Json(window("Active", true)))).await;
-        let (base, seen) = api(vec![proxy, ready]).await;
-        let waited = wait_for_ready(
-            &backend(&base, Duration::from_secs(30)),
-            Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
+        let (waited, requests) = wait(vec![proxy, ready], Duration::from_secs(60)).await;
         assert_eq!(waited, Waited::Done(window("Active", true)));
-        assert_eq!(seen.lock().unwrap().len(), 2);
+        assert_eq!(requests, 2);
     }
 
     #[tokio::test]
