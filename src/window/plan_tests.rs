@@ -95,6 +95,20 @@ fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Whether the plan applies the PDB `name`.
+fn applies(p: &WindowPlan, name: &str) -> bool {
+    p.writes
+        .iter()
+        .any(|w| matches!(w, Write::ApplyPdb { name: n, .. } if n == name))
+}
+
+/// Whether the plan deletes the PDB `name`.
+fn deletes(p: &WindowPlan, name: &str) -> bool {
+    p.writes
+        .iter()
+        .any(|w| matches!(w, Write::DeletePdb { name: n, .. } if n == name))
+}
+
 /// The world after every write of `plan` landed.
 fn settle(mut w: World, win: &WindowFacts) -> World {
     for write in plan(win, &w).writes {
@@ -178,11 +192,7 @@ fn an_open_window_wants_annotations_on_its_pods_and_nodes_and_a_pdb_per_deployme
             )
         ]),
     }));
-    assert!(
-        p.writes
-            .iter()
-            .any(|w| matches!(w, Write::ApplyPdb { name, .. } if name == "api-dg"))
-    );
+    assert!(applies(&p, "api-dg"));
     assert!(!p.complete());
 }
 
@@ -268,11 +278,7 @@ fn a_guard_pdb_made_redundant_by_a_users_pdb_is_deleted() {
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "api"}}}
     })));
     let p = plan(&win, &w);
-    assert!(
-        p.writes
-            .iter()
-            .any(|w| matches!(w, Write::DeletePdb { name, .. } if name == "api-dg"))
-    );
+    assert!(deletes(&p, "api-dg"));
 }
 
 #[test]
@@ -287,11 +293,7 @@ fn an_ended_window_releases_everything_it_owns_and_deletes_a_pdb_only_it_wanted(
         .filter(|w| matches!(w, Write::Annotate { annotations, .. } if annotations.is_empty()))
         .collect();
     assert_eq!(releases.len(), 2, "the pod and the node");
-    assert!(
-        p.writes
-            .iter()
-            .any(|w| matches!(w, Write::DeletePdb { name, .. } if name == "api-dg"))
-    );
+    assert!(deletes(&p, "api-dg"));
 }
 
 #[test]
@@ -364,11 +366,7 @@ fn a_guard_pdb_whose_label_the_namespaces_manager_does_not_hold_is_applied_again
         json!({"f:spec": {"f:maxUnavailable": {}, "f:selector": {}}}),
     )]);
     let p = plan(&win, &w);
-    assert!(
-        p.writes
-            .iter()
-            .any(|w| matches!(w, Write::ApplyPdb { name, .. } if name == "api-dg"))
-    );
+    assert!(applies(&p, "api-dg"));
 }
 
 #[test]
