@@ -61,6 +61,8 @@ pub struct Context {
     pub written: Mutex<HashMap<String, TestWindowStatus>>,
     /// Each namespace's writes not seen back yet, by namespace ([`super::unseen`]).
     pub unseen: Mutex<HashMap<String, Written>>,
+    /// Namespaces the sweep found the guard's traces in, until a pass over each found none.
+    pub swept: Mutex<std::collections::HashSet<String>>,
 }
 
 /// How long a reconcile waits for the first list of its namespace's pods.
@@ -121,9 +123,29 @@ impl Context {
         Ok((windows.into_iter().map(Arc::new).collect(), unreadable))
     }
 
+    /// Whether a pass over `ns` has anything to look at: a window there, writes of its not seen
+    /// back yet, or traces the sweep found. A namespace with none needs no pass, and its pods no
+    /// cache.
+    pub fn concerns(&self, ns: &str) -> bool {
+        !self.windows_in(ns).is_empty()
+            || self.awaits_echoes(ns)
+            || self.swept.lock().expect("swept lock").contains(ns)
+    }
+
+    /// Marks `ns` as found by the sweep, or (`found` false) as cleared by a pass.
+    pub fn mark_swept(&self, ns: &str, found: bool) {
+        let mut swept = self.swept.lock().expect("swept lock");
+        if found {
+            swept.insert(ns.to_string());
+        } else {
+            swept.remove(ns);
+        }
+    }
+
     /// Whether namespace `ns` has writes the caches do not show back yet.
     pub fn awaits_echoes(&self, ns: &str) -> bool {
-        self.unseen.lock().expect("unseen lock").contains_key(ns)
+        let unseen = self.unseen.lock().expect("unseen lock");
+        unseen.get(ns).is_some_and(|written| !written.is_empty())
     }
 
     /// The window's status as last known: its cached status, or the one this operator wrote
@@ -169,6 +191,9 @@ impl Context {
         let mut unseen = self.unseen.lock().expect("unseen lock");
         let written = unseen.entry(ns.to_string()).or_default();
         unseen::record(written, writes, versions, Instant::now());
+        if written.is_empty() {
+            unseen.remove(ns);
+        }
     }
 
     /// Forgets a window that is gone.

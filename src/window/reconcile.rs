@@ -51,9 +51,17 @@ pub async fn reconcile(key: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action,
     if !ctx.runtime.leader.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    // A namespace with nothing of the guard's to look at (its last window gone and released)
+    // needs no pass, and its pods no cache.
+    if !ctx.concerns(&ns) {
+        debug!(namespace = %ns, "nothing of the guard's here: the namespace's pods are not cached");
+        ctx.stores.pods.release(&Scope::Namespace(ns));
+        return Ok(Action::await_change());
+    }
     // The namespace's pods are cached from its first window on; its first pass waits for
     // their list.
     if !ctx.pods_synced(&ns).await {
+        debug!(namespace = %ns, "the namespace's pods are not listed yet");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let started = Instant::now();
@@ -213,6 +221,7 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
     }
     if decided.is_empty() && plan.writes.is_empty() && !ctx.awaits_echoes(ns) {
         // Nothing of the guard's is left here: the namespace's pods need no cache.
+        ctx.mark_swept(ns, false);
         ctx.stores.pods.release(&Scope::Namespace(ns.to_string()));
         return Ok(Action::await_change());
     }

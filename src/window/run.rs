@@ -125,6 +125,7 @@ pub async fn run(
         synced: AtomicBool::new(false),
         written: Default::default(),
         unseen: Default::default(),
+        swept: Default::default(),
     });
 
     let feeds = [

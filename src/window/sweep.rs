@@ -182,6 +182,7 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
         }
     }
     for ns in &found.namespaces {
+        ctx.mark_swept(ns, true);
         ctx.queue.wake(ns);
     }
     for (ns, write) in &found.releases {
