@@ -36,10 +36,11 @@ async fn an_upgrade_keeps_open_windows_protected_then_releases_exactly() {
         let b = open(&client, &ns, &window("b", "api", "10m", json!({}))).await;
         until_ready(&client, &ns, "a", LIMIT).await;
         until_ready(&client, &ns, "b", LIMIT).await;
-        let per_window: Vec<String> = [&a, &b]
+        let mut per_window: Vec<String> = [&a, &b]
             .iter()
             .map(|w| format!("disruption-guard/{}", w.metadata.uid.clone().unwrap()))
             .collect();
+        per_window.sort();
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
         wait::until(
