@@ -30,27 +30,32 @@ async fn writes(op: &Operator) -> u64 {
         .unwrap_or(0)
 }
 
+/// A kwok node of the namespace with room for 250 pods; its name.
+async fn roomy_node(client: &kube::Client, ns: &str) -> String {
+    let node = format!("{ns}-n");
+    let mut fixture = kwok_node(&node, ns);
+    let status = fixture.status.as_mut().unwrap();
+    for q in [
+        status.capacity.as_mut().unwrap(),
+        status.allocatable.as_mut().unwrap(),
+    ] {
+        q.insert(
+            "pods".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("250".into()),
+        );
+    }
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &fixture)
+        .await
+        .unwrap();
+    node
+}
+
 #[tokio::test]
 #[ignore = "benchmark: prints figures, run with --ignored --nocapture"]
 async fn open_to_ready_latency_for_windows_over_1_10_and_100_deployments() {
     with_namespace(|client, ns| async move {
-        let node = format!("{ns}-n");
-        let mut fixture = kwok_node(&node, &ns);
-        let status = fixture.status.as_mut().unwrap();
-        for q in [
-            status.capacity.as_mut().unwrap(),
-            status.allocatable.as_mut().unwrap(),
-        ] {
-            q.insert(
-                "pods".into(),
-                k8s_openapi::apimachinery::pkg::api::resource::Quantity("250".into()),
-            );
-        }
-        let nodes: Api<Node> = Api::all(client.clone());
-        nodes
-            .create(&PostParams::default(), &fixture)
-            .await
-            .unwrap();
+        let node = roomy_node(&client, &ns).await;
         let op = Operator::start(&ns, &[]).await;
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
         let windows: Api<TestWindow> = Api::namespaced(client.clone(), &ns);
@@ -211,17 +216,7 @@ async fn burst_from_one_identity(
 #[ignore = "benchmark: prints figures, run with --ignored --nocapture"]
 async fn a_burst_of_100_legs_from_one_identity_beside_the_same_burst_without_a_cap() {
     with_namespace(|client, ns| async move {
-        let node = format!("{ns}-n");
-        let mut fixture = kwok_node(&node, &ns);
-        let status = fixture.status.as_mut().unwrap();
-        status.allocatable.as_mut().unwrap().insert(
-            "pods".into(),
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity("250".into()),
-        );
-        Api::<Node>::all(client.clone())
-            .create(&PostParams::default(), &fixture)
-            .await
-            .unwrap();
+        let node = roomy_node(&client, &ns).await;
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
         for i in 0..8 {
             let d = deployment(&format!("app-{i}"))
