@@ -38,9 +38,6 @@ pub enum Error {
     /// Deleting a window past its retention failed.
     #[error("deleting the window after its retention: {0}")]
     Delete(#[source] kube::Error),
-    /// The finalizer patch could not be built (the window has no name).
-    #[error("building the finalizer patch: {0}")]
-    FinalizerPatch(String),
 }
 
 impl Error {
@@ -58,7 +55,7 @@ impl Error {
             Error::Status(source) if code(source) == Some(409) => "status_conflict",
             Error::Status(_) => "status",
             Error::Finalizer(source) if code(source) == Some(409) => "finalizer_conflict",
-            Error::Finalizer(_) | Error::FinalizerPatch(_) => "finalizer",
+            Error::Finalizer(_) => "finalizer",
             Error::Delete(_) => "delete",
         }
     }
