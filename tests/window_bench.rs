@@ -51,6 +51,29 @@ async fn roomy_node(client: &kube::Client, ns: &str) -> String {
     node
 }
 
+/// `count` one-replica Deployments `<group>-<i>` labelled `group=<group>` on `node`, their pods
+/// Ready.
+async fn group_on_node(client: &kube::Client, ns: &str, node: &str, group: &str, count: usize) {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    for i in 0..count {
+        let d = deployment(&format!("{group}-{i}"))
+            .label("group", group)
+            .node_selector("disruption-guard.io/test-node", node)
+            .build();
+        deployments
+            .create(&PostParams::default(), &d)
+            .await
+            .unwrap();
+    }
+    let selector = format!("group={group}");
+    wait::until(
+        "every pod of the group Ready",
+        Duration::from_secs(180),
+        || async { pods::ready_pods_matching(client, ns, &selector).await.len() == count },
+    )
+    .await;
+}
+
 #[tokio::test]
 #[ignore = "benchmark: prints figures, run with --ignored --nocapture"]
 async fn open_to_ready_latency_for_windows_over_1_10_and_100_deployments() {
@@ -75,27 +98,7 @@ async fn open_to_ready_latency_for_windows_over_1_10_and_100_deployments() {
             .unwrap_or_else(|| ROUNDS.to_vec());
         for (count, rounds) in sizes {
             let group = format!("g{count}");
-            for i in 0..count {
-                let d = deployment(&format!("{group}-{i}"))
-                    .label("group", &group)
-                    .node_selector("disruption-guard.io/test-node", &node)
-                    .build();
-                deployments
-                    .create(&PostParams::default(), &d)
-                    .await
-                    .unwrap();
-            }
-            wait::until(
-                "every pod of the group to be Ready",
-                Duration::from_secs(180),
-                || async {
-                    pods::ready_pods_matching(&client, &ns, &format!("group={group}"))
-                        .await
-                        .len()
-                        == count
-                },
-            )
-            .await;
+            group_on_node(&client, &ns, &node, &group, count).await;
 
             let mut latencies = vec![];
             let (mut open_writes, mut all_writes) = (0, 0);
@@ -217,24 +220,7 @@ async fn burst_from_one_identity(
 async fn a_burst_of_100_legs_from_one_identity_beside_the_same_burst_without_a_cap() {
     with_namespace(|client, ns| async move {
         let node = roomy_node(&client, &ns).await;
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-        for i in 0..8 {
-            let d = deployment(&format!("app-{i}"))
-                .label("group", "burst")
-                .node_selector("disruption-guard.io/test-node", &node)
-                .build();
-            deployments
-                .create(&PostParams::default(), &d)
-                .await
-                .unwrap();
-        }
-        wait::until("the 8 pods Ready", Duration::from_secs(180), || async {
-            pods::ready_pods_matching(&client, &ns, "group=burst")
-                .await
-                .len()
-                == 8
-        })
-        .await;
+        group_on_node(&client, &ns, &node, "burst", 8).await;
         let legs = 100;
         println!(
             "burst of {legs} legs from one identity over 8 one-replica Deployments in one namespace"

@@ -130,7 +130,7 @@ pub enum Write {
 /// One window's view of its namespace's protection: what it selects, what it waits for.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowPlan {
-    /// The namespace's writes still to make (for the window's status and the tests).
+    /// The namespace's writes still to make, as the pass sets them (for the window's status).
     pub writes: Vec<Write>,
     pub workloads: u32,
     pub pods: u32,

@@ -303,9 +303,6 @@ pub fn plan(namespace: &str, windows: &[WindowFacts], world: &World) -> Namespac
         kept(Target::Node, &selection.nodes);
     }
     writes.extend(legacy_writes);
-    for view in &mut views {
-        view.writes = writes.clone();
-    }
     NamespacePlan {
         writes,
         windows: views,

@@ -23,9 +23,12 @@ fn plan_all(windows: &[WindowFacts], w: &World) -> NamespacePlan {
     super::plan::plan(NS, windows, w)
 }
 
-/// The view of the namespace's only window.
+/// The view of the namespace's only window, with the namespace's writes (as a pass gives it).
 fn plan(win: &WindowFacts, w: &World) -> WindowPlan {
-    plan_all(std::slice::from_ref(win), w).windows.remove(0)
+    let mut all = plan_all(std::slice::from_ref(win), w);
+    let mut view = all.windows.remove(0);
+    view.writes = all.writes;
+    view
 }
 
 fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {

@@ -45,11 +45,11 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 pub const FULL_SWEEP_EVERY: u64 = 10;
 
 /// What one sweep found: the namespaces to pass over, and the managers of windows that exist
-/// nowhere to release directly (with the namespace of their object, if any).
+/// nowhere to release directly from nodes and NodeClaims (cluster-scoped: no namespace).
 #[derive(Debug, Default, PartialEq)]
 pub struct Found {
     pub namespaces: BTreeSet<String>,
-    pub releases: Vec<(String, Write)>,
+    pub releases: Vec<Write>,
 }
 
 /// Whether a manager's suffix is shaped like a Kubernetes UID (a window of an earlier version).
@@ -84,16 +84,13 @@ pub fn trace<K: Resource>(
             None if in_scope(&suffix) => {
                 found.namespaces.insert(suffix);
             }
-            None if is_uid(&suffix) => found.releases.push((
-                String::new(),
-                Write::Annotate {
-                    target,
-                    name: meta.name.clone().unwrap_or_default(),
-                    uid: meta.uid.clone().unwrap_or_default(),
-                    manager: namespace_field_manager(&suffix),
-                    annotations: Default::default(),
-                },
-            )),
+            None if is_uid(&suffix) => found.releases.push(Write::Annotate {
+                target,
+                name: meta.name.clone().unwrap_or_default(),
+                uid: meta.uid.clone().unwrap_or_default(),
+                manager: namespace_field_manager(&suffix),
+                annotations: Default::default(),
+            }),
             None => {}
         }
     }
@@ -185,13 +182,13 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
         ctx.mark_swept(ns, true);
         ctx.queue.wake(ns);
     }
-    for (ns, write) in &found.releases {
+    for write in &found.releases {
         // Only the leader writes: a sweep that outlives the Lease stops.
         if !ctx.runtime.leader.is_leader() {
             debug!("leadership lost during a sweep, stopping it");
             break;
         }
-        match ctx.writer.write(ns, write).await {
+        match ctx.writer.write("", write).await {
             Ok(_) => {
                 info!(write = %write.describe(), "removed protection of a window that exists nowhere")
             }
@@ -244,7 +241,7 @@ mod tests {
         assert_eq!(found.namespaces, BTreeSet::from(["shop".to_string()]));
         assert_eq!(found.releases.len(), 1, "{found:?}");
         assert!(matches!(
-            &found.releases[0].1,
+            &found.releases[0],
             Write::Annotate { annotations, uid, manager, .. }
                 if annotations.is_empty() && uid == "node-uid" && *manager == format!("disruption-guard/{DEAD}")
         ));
