@@ -72,7 +72,7 @@ pub struct Facts<'a> {
 
 /// Why an eviction is let through at once. The metric label of each is its name in snake case,
 /// or the [`SkipReason`]'s own for [`AllowReason::Cannot`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::EnumIter, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
 pub enum AllowReason {
     /// No such pod (already gone, or never cached).
@@ -116,31 +116,9 @@ impl AllowReason {
     /// Every reason [`decide`] can give, each once: the label vocabulary of the metric. Every
     /// [`SkipReason`] but `RolloutInProgress`, which only the drain watcher decides.
     pub fn all() -> impl Iterator<Item = Self> {
-        use AllowReason::*;
-        let plain = [
-            PodGone,
-            UidMismatch,
-            Terminating,
-            NotRunning,
-            NotReady,
-            PodOptedOut,
-            NamespaceOptedOut,
-            NodeNotDisrupted,
-            NotADeployment,
-            OwnerUnknown,
-            RolledOutBefore,
-            DryRun,
-        ];
-        // No wildcard: a new reason does not compile until it is listed above.
-        for reason in plain {
-            match reason {
-                PodGone | UidMismatch | Terminating | NotRunning | NotReady | PodOptedOut
-                | NamespaceOptedOut | NodeNotDisrupted | NotADeployment | OwnerUnknown
-                | RolledOutBefore | DryRun | Cannot(_) => {}
-            }
-        }
+        let plain = Self::iter().filter(|r| !matches!(r, Self::Cannot(_)));
         let skips = SkipReason::iter().filter(|r| *r != SkipReason::RolloutInProgress);
-        plain.into_iter().chain(skips.map(Cannot))
+        plain.chain(skips.map(Self::Cannot))
     }
 }
 

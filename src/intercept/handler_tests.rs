@@ -4,7 +4,6 @@
 use super::*;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use kube::runtime::{reflector, watcher};
 use serde_json::{Value, json};
 use std::sync::Mutex;
 use tower::ServiceExt;
@@ -34,16 +33,7 @@ impl Actions for Recorded {
     }
 }
 
-fn store<K>(objects: Vec<Value>) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + 'static,
-{
-    let (store, mut writer) = reflector::store();
-    for o in objects {
-        writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(o).unwrap()));
-    }
-    store
-}
+use crate::testing::store;
 
 fn pod(name: &str, uid: &str) -> Value {
     json!({
@@ -119,31 +109,7 @@ fn rolling() -> Value {
     json!({"type": "RollingUpdate"})
 }
 
-/// An AdmissionReview of an Eviction of `name`, as the API server sends it.
-fn body(version: &str, name: &str, delete_options: Value, dry_run: bool) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "policy", "version": version, "kind": "Eviction"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "eviction",
-            "requestKind": {"group": "policy", "version": version, "kind": "Eviction"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestSubResource": "eviction",
-            "name": name, "namespace": "ns", "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:karpenter:karpenter",
-                "groups": ["system:serviceaccounts", "system:authenticated"]},
-            "object": {"apiVersion": format!("policy/{version}"), "kind": "Eviction",
-                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": null},
-                "deleteOptions": delete_options},
-            "oldObject": null,
-            "dryRun": dry_run,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
-        }
-    }))
-    .unwrap()
-}
+use crate::testing::{REVIEW_UID, eviction_review as body};
 
 async fn post(state: &InterceptState, body: Vec<u8>) -> Value {
     post_from(state, body, None).await
@@ -182,7 +148,7 @@ async fn a_v1_eviction_of_the_lone_replica_is_denied_with_429_and_rolls_out_once
     let f = fixture(rolling(), false);
     let options = json!({"preconditions": {"uid": "pod-uid"}});
     let response = post(&f.state, body("v1", "web-abc", options.clone(), false)).await;
-    assert_eq!(response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(response["uid"], REVIEW_UID);
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 429);
     assert_eq!(response["status"]["reason"], "TooManyRequests");
@@ -361,7 +327,7 @@ async fn a_client_over_the_rate_limit_is_allowed_untouched_and_counted() {
     )
     .await;
     assert_eq!(second["allowed"], true, "over the limit: fail open");
-    assert_eq!(second["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(second["uid"], REVIEW_UID);
     assert!(
         f.actions.rollouts.lock().unwrap().is_empty(),
         "nothing is set going over the limit"

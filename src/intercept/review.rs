@@ -135,26 +135,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// An AdmissionReview of an eviction as the API server sends it.
-    pub fn body(version: &str, delete_options: Value, dry_run: bool) -> Vec<u8> {
-        serde_json::to_vec(&json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": "req-1",
-                "kind": {"group": "policy", "version": version, "kind": "Eviction"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "subResource": "eviction",
-                "requestKind": {"group": "policy", "version": version, "kind": "Eviction"},
-                "name": "web-abc", "namespace": "ns", "operation": "CREATE",
-                "userInfo": {"username": "system:serviceaccount:karpenter:karpenter"},
-                "object": {"apiVersion": format!("policy/{version}"), "kind": "Eviction",
-                    "metadata": {"name": "web-abc", "namespace": "ns"},
-                    "deleteOptions": delete_options},
-                "dryRun": dry_run,
-                "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
-            }
-        }))
-        .unwrap()
+    /// An AdmissionReview of an eviction of `web-abc`.
+    fn body(version: &str, delete_options: Value, dry_run: bool) -> Vec<u8> {
+        crate::testing::eviction_review(version, "web-abc", delete_options, dry_run)
     }
 
     fn eviction(parsed: Parsed) -> Eviction {
@@ -223,7 +206,7 @@ mod tests {
         assert_eq!(
             parse(&other_pod).unwrap_err(),
             Malformed {
-                uid: "req-1".into()
+                uid: crate::testing::REVIEW_UID.into()
             }
         );
         v["request"]["object"]["metadata"]["name"] = json!("web-abc");
@@ -248,7 +231,7 @@ mod tests {
         assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(answer["kind"], "AdmissionReview");
         let response = &answer["response"];
-        assert_eq!(response["uid"], "req-1");
+        assert_eq!(response["uid"], crate::testing::REVIEW_UID);
         assert_eq!(response["allowed"], false);
         assert_eq!(response["status"]["code"], 429);
         assert_eq!(response["status"]["reason"], "TooManyRequests");

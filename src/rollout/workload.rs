@@ -33,7 +33,9 @@ pub enum Owner<'a> {
 
 /// Why a rollout cannot save a pod (or was not made). The metric label of each is its name in
 /// snake case, as [`SkipReason::as_str`] gives it; `SkipReason::iter()` lists them all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::EnumIter, strum::IntoStaticStr)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, strum::EnumIter, strum::IntoStaticStr,
+)]
 #[strum(serialize_all = "snake_case")]
 pub enum SkipReason {
     Recreate,
@@ -42,6 +44,8 @@ pub enum SkipReason {
     MaxUnavailableNonZero,
     InvalidStrategy,
     Paused,
+    /// The default only so that enums carrying a reason can list their variants.
+    #[default]
     RolloutInProgress,
     #[strum(serialize = "statefulset")]
     StatefulSet,

@@ -73,20 +73,7 @@ impl Events {
 
 /// Reports of objects the watches could not represent are Warning Events.
 impl super::refusals::Warn for Events {
-    fn warn(
-        &self,
-        regarding: ObjectReference,
-        reason: &'static str,
-        action: &'static str,
-        note: String,
-    ) {
-        let note = Note {
-            type_: EventType::Warning,
-            reason,
-            action,
-            note,
-            secondary: None,
-        };
+    fn warn(&self, regarding: ObjectReference, note: Note) {
         self.publish(&regarding, note);
     }
 }

@@ -34,19 +34,9 @@ pub fn owner_chain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::runtime::{reflector, watcher};
     use serde_json::json;
 
-    fn store<K>(objects: Vec<serde_json::Value>) -> Store<K>
-    where
-        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + 'static,
-    {
-        let (store, mut writer) = reflector::store();
-        for o in objects {
-            writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(o).unwrap()));
-        }
-        store
-    }
+    use crate::testing::store;
 
     fn owned_by(kind: &str, name: &str, uid: &str) -> serde_json::Value {
         json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,

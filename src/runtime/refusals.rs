@@ -13,12 +13,14 @@ use std::sync::{Mutex, OnceLock};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
+use kube::runtime::events::EventType;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use tracing::warn;
 
+use super::events::Note;
 use crate::k8s::decoded::Decoded;
 
 /// Versions remembered as reported, at most; past that the memory is cleared (an Event may
@@ -73,14 +75,8 @@ impl RefusalMetrics {
 /// Where a report's Warning Event goes: the runtime's Event writer
 /// ([`super::events::Events`]).
 pub trait Warn: Send + Sync {
-    /// Publishes a Warning Event about `regarding`; returns at once.
-    fn warn(
-        &self,
-        regarding: ObjectReference,
-        reason: &'static str,
-        action: &'static str,
-        note: String,
-    );
+    /// Publishes `note` about `regarding`; returns at once.
+    fn warn(&self, regarding: ObjectReference, note: Note);
 }
 
 /// Reports objects that were clamped or dropped; shared by every watch of a replica (held by
@@ -177,6 +173,13 @@ impl Refusals {
             uid: Some(uid.clone()),
             ..ObjectReference::default()
         };
-        events.warn(regarding, reason, action, note);
+        let note = Note {
+            type_: EventType::Warning,
+            reason,
+            action,
+            note,
+            secondary: None,
+        };
+        events.warn(regarding, note);
     }
 }

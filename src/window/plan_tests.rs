@@ -473,6 +473,17 @@ fn the_karpenter_duration_option_writes_the_time_left_from_the_pods_start() {
     ));
 }
 
+/// A window's report and tracking after a pass over `w` that follows `r` and `t`.
+fn report_after(
+    win: &WindowFacts,
+    r: &WindowReport,
+    t: &Tracking,
+    w: &World,
+) -> (WindowReport, Tracking) {
+    let selected = super::plan::selected_pods(win, &w.pods);
+    report::update(r, t, &selected, w, &signals())
+}
+
 #[test]
 fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
     let win = view("a", true);
@@ -480,14 +491,7 @@ fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
         pod("api-1-x", "api-1", "n1"),
         pod("api-1-y", "api-1", "n1"),
     ]);
-    let selected = super::plan::selected_pods(&win, &w.pods);
-    let (r, t) = report::update(
-        &WindowReport::default(),
-        &Tracking::default(),
-        &selected,
-        &w,
-        &signals(),
-    );
+    let (r, t) = report_after(&win, &WindowReport::default(), &Tracking::default(), &w);
     assert_eq!(t.pods.len(), 2);
     assert!(r.is_clean());
 
@@ -496,13 +500,12 @@ fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
     w2.nodes = vec![obj(
         json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": true}}),
     )];
-    let selected = super::plan::selected_pods(&win, &w2.pods);
-    let (r, t) = report::update(&r, &t, &selected, &w2, &signals());
+    let (r, t) = report_after(&win, &r, &t, &w2);
     assert_eq!(r.pods_disrupted, 1);
     assert_eq!(r.disrupted_pods, vec!["api-1-x".to_string()]);
     assert_eq!(r.evictions_blocked, 1);
     assert_eq!(r.nodes_disrupted, vec!["n1".to_string()]);
-    let (r, t) = report::update(&r, &t, &selected, &w2, &signals());
+    let (r, t) = report_after(&win, &r, &t, &w2);
     assert_eq!(r.evictions_blocked, 1, "counted once per pod");
 
     // A rollout replaces y: its ReplicaSet is now an old revision.
@@ -511,8 +514,7 @@ fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
         rs("api-1", Some("api"), "1", 0),
         rs("api-2", Some("api"), "2", 1),
     ];
-    let selected = super::plan::selected_pods(&win, &w3.pods);
-    let (r, _) = report::update(&r, &t, &selected, &w3, &signals());
+    let (r, _) = report_after(&win, &r, &t, &w3);
     assert_eq!(
         r.pods_disrupted, 1,
         "a rollout's replacement is not a disruption"
@@ -523,20 +525,12 @@ fn the_report_tells_a_rollout_from_a_disruption_and_counts_blocked_evictions() {
 fn the_report_counts_container_restarts_as_disruptions() {
     let win = view("a", true);
     let w = world(vec![pod("api-1-x", "api-1", "n1")]);
-    let selected = super::plan::selected_pods(&win, &w.pods);
-    let (r, t) = report::update(
-        &WindowReport::default(),
-        &Tracking::default(),
-        &selected,
-        &w,
-        &signals(),
-    );
+    let (r, t) = report_after(&win, &WindowReport::default(), &Tracking::default(), &w);
     let mut p = pod("api-1-x", "api-1", "n1");
     p["status"]["containerStatuses"] =
         json!([{"name": "app", "restartCount": 1, "ready": true, "image": "i", "imageID": ""}]);
     let w = world(vec![p]);
-    let selected = super::plan::selected_pods(&win, &w.pods);
-    let (r, _) = report::update(&r, &t, &selected, &w, &signals());
+    let (r, _) = report_after(&win, &r, &t, &w);
     assert_eq!(r.pods_disrupted, 1);
 }
 

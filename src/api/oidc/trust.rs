@@ -310,6 +310,15 @@ mod tests {
         t
     }
 
+    /// One trust named `main` in `shop` for the main branch of acme/shop, and that branch's claims.
+    fn main_branch_of_shop(grants: &[Grant]) -> ([CITrust; 1], Claims) {
+        const MAIN: &str = "repo:acme/shop:ref:refs/heads/main";
+        (
+            [trust("main", "shop", MAIN, grants)],
+            claims(MAIN, json!({})),
+        )
+    }
+
     fn claims(sub: &str, extra: serde_json::Value) -> Claims {
         let mut all = json!({"iss": GH, "sub": sub, "aud": "disruption-guard", "exp": 2000});
         for (k, v) in extra.as_object().unwrap() {
@@ -366,13 +375,7 @@ mod tests {
 
     #[test]
     fn a_matching_trust_grants_its_verbs_in_its_namespace_only() {
-        let trusts = [trust(
-            "main",
-            "shop",
-            "repo:acme/shop:ref:refs/heads/main",
-            ALL,
-        )];
-        let c = claims("repo:acme/shop:ref:refs/heads/main", json!({}));
+        let (trusts, c) = main_branch_of_shop(ALL);
         let granted = decide(&trusts, "shop", false, &c, Verb::Create).unwrap();
         assert_eq!(granted[0].trust, "shop/main");
         let err = decide(&trusts, "other", false, &c, Verb::Create).unwrap_err();
@@ -385,26 +388,15 @@ mod tests {
 
     #[test]
     fn a_namespace_labelled_against_ci_trust_grants_nothing() {
-        let trusts = [trust(
-            "main",
-            "shop",
-            "repo:acme/shop:ref:refs/heads/main",
-            ALL,
-        )];
-        let c = claims("repo:acme/shop:ref:refs/heads/main", json!({}));
+        let (trusts, c) = main_branch_of_shop(ALL);
         let err = decide(&trusts, "shop", true, &c, Verb::Get).unwrap_err();
         assert!(err.why.contains("ci-trust=false"), "{err:?}");
     }
 
     #[test]
     fn a_read_only_trust_refuses_an_open_naming_what_it_grants() {
-        let trusts = [trust(
-            "ro",
-            "shop",
-            "repo:acme/shop:ref:refs/heads/main",
-            &[Grant::Read],
-        )];
-        let c = claims("repo:acme/shop:ref:refs/heads/main", json!({}));
+        let (mut trusts, c) = main_branch_of_shop(&[Grant::Read]);
+        trusts[0].metadata.name = Some("ro".into());
         decide(&trusts, "shop", false, &c, Verb::List).unwrap();
         let err = decide(&trusts, "shop", false, &c, Verb::Create).unwrap_err();
         assert!(err.why.contains("ro: grants read, not open"), "{err:?}");
@@ -466,13 +458,7 @@ mod tests {
 
     #[test]
     fn the_every_namespace_list_is_never_granted() {
-        let trusts = [trust(
-            "main",
-            "shop",
-            "repo:acme/shop:ref:refs/heads/main",
-            ALL,
-        )];
-        let c = claims("repo:acme/shop:ref:refs/heads/main", json!({}));
+        let (trusts, c) = main_branch_of_shop(ALL);
         assert!(decide(&trusts, "", false, &c, Verb::List).is_err());
     }
 
