@@ -16,8 +16,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, Preconditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tracing::debug;
@@ -72,23 +71,26 @@ impl Writer {
                 manager,
                 annotations,
             } => {
+                let Some((api, ar)) = self.api(namespace, *target) else {
+                    return Ok(None);
+                };
                 let params = write::apply(manager);
-                let body = annotation_body(namespace, *target, name, uid, annotations);
-                match self
-                    .annotate(namespace, *target, name, &params, &body)
+                let body = |a: &BTreeMap<String, String>| {
+                    let ns = (*target == Target::Pod).then_some(namespace);
+                    annotation_body(&ar, ns, name, uid, a)
+                };
+                match api
+                    .patch(name, &params, &Patch::Apply(body(annotations)))
                     .await
                 {
-                    // Another manager shares a key whose value the namespace now wants changed:
-                    // read the object and apply without such keys (theirs stay as they are).
                     Err(e) if is_conflict(&e) && !annotations.is_empty() => {
-                        let meta = self.read_meta(namespace, *target, name).await?;
+                        let meta = api.get_metadata(name).await?.metadata;
                         let kept = without_conflicts(annotations.clone(), &meta, manager);
-                        let body = annotation_body(namespace, *target, name, uid, &kept);
-                        self.annotate(namespace, *target, name, &params, &body)
-                            .await
+                        api.patch(name, &params, &Patch::Apply(body(&kept))).await
                     }
                     other => other,
                 }
+                .map(|o| o.metadata.resource_version)
             }
             Write::ApplyPdb { name, workload } => {
                 let params = write::apply(&namespace_field_manager(namespace));
@@ -131,58 +133,20 @@ impl Writer {
         }
     }
 
-    /// Applies `body` (see [`annotation_body`]) to the pod, node or NodeClaim `name`.
-    async fn annotate(
-        &self,
-        namespace: &str,
-        target: Target,
-        name: &str,
-        params: &PatchParams,
-        body: &Value,
-    ) -> Result<Option<String>, kube::Error> {
-        let patch = Patch::Apply(body);
-        match target {
-            Target::Pod => Api::<Pod>::namespaced(self.client.clone(), namespace)
-                .patch(name, params, &patch)
-                .await
-                .map(|o| o.metadata.resource_version),
-            Target::Node => Api::<Node>::all(self.client.clone())
-                .patch(name, params, &patch)
-                .await
-                .map(|o| o.metadata.resource_version),
-            Target::NodeClaim => match &self.node_claims {
-                Some(ar) => Api::<DynamicObject>::all_with(self.client.clone(), ar)
-                    .patch(name, params, &patch)
-                    .await
-                    .map(|o| o.metadata.resource_version),
-                None => Ok(None),
-            },
-        }
-    }
-
-    /// The metadata of the pod, node or NodeClaim `name`, with every manager's entries.
-    async fn read_meta(
-        &self,
-        namespace: &str,
-        target: Target,
-        name: &str,
-    ) -> Result<ObjectMeta, kube::Error> {
+    /// The API of `target`'s kind (pods in `namespace`), and the kind; none for NodeClaims
+    /// without their CRD.
+    fn api(&self, namespace: &str, target: Target) -> Option<(Api<DynamicObject>, ApiResource)> {
         let client = self.client.clone();
-        match (target, &self.node_claims) {
-            (Target::Pod, _) => Api::<Pod>::namespaced(client, namespace)
-                .get_metadata(name)
-                .await
-                .map(|o| o.metadata),
-            (Target::Node, _) => Api::<Node>::all(client)
-                .get_metadata(name)
-                .await
-                .map(|o| o.metadata),
-            (Target::NodeClaim, Some(ar)) => Api::<DynamicObject>::all_with(client, ar)
-                .get_metadata(name)
-                .await
-                .map(|o| o.metadata),
-            (Target::NodeClaim, None) => Ok(ObjectMeta::default()),
-        }
+        let ar = match target {
+            Target::Pod => ApiResource::erase::<Pod>(&()),
+            Target::Node => ApiResource::erase::<Node>(&()),
+            Target::NodeClaim => self.node_claims.clone()?,
+        };
+        let api = match target {
+            Target::Pod => Api::namespaced_with(client, namespace, &ar),
+            _ => Api::all_with(client, &ar),
+        };
+        Some((api, ar))
     }
 
     fn pdbs(&self, namespace: &str) -> Api<PodDisruptionBudget> {
@@ -208,23 +172,18 @@ fn pdb_body(namespace: &str, name: &str, workload: &Workload) -> Value {
 /// The apply body that sets `annotations` on `target` `name` (uid-preconditioned, so it never
 /// re-creates an object that went away); empty annotations release the manager's ones.
 fn annotation_body(
-    namespace: &str,
-    target: Target,
+    ar: &ApiResource,
+    namespace: Option<&str>,
     name: &str,
     uid: &str,
     annotations: &BTreeMap<String, String>,
 ) -> Value {
-    let (api_version, kind) = match target {
-        Target::Pod => ("v1", "Pod"),
-        Target::Node => ("v1", "Node"),
-        Target::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
-    };
     let mut metadata = json!({"name": name, "uid": uid});
     if !annotations.is_empty() {
         metadata["annotations"] = json!(annotations);
     }
-    if target == Target::Pod {
+    if let Some(namespace) = namespace {
         metadata["namespace"] = json!(namespace);
     }
-    json!({"apiVersion": api_version, "kind": kind, "metadata": metadata})
+    json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": metadata})
 }
