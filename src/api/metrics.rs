@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::runtime::limited_server::ConnectionCounts;
+
 /// Labels of one request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -60,15 +62,14 @@ pub struct ApiMetrics {
     pub requests: Family<RequestLabels, Counter>,
     /// Time to answer, in seconds.
     pub latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
-    /// Connections open now.
-    pub connections: Gauge,
+    /// Connections open now, and those refused: their address held
+    /// `--max-connections-per-address` (answered 429 and closed).
+    pub connections: ConnectionCounts,
     /// Connections served at once at most (`--max-connections`, or less when the open-files
     /// limit is lower).
     pub connection_limit: Gauge,
     /// Connections closed because their request headers did not arrive in time.
     pub header_read_timeouts: Counter,
-    /// Connections answered 429 and closed: their address held `--max-connections-per-address`.
-    pub connections_refused_per_address: Counter,
     /// `?wait` requests refused by `--max-waits-per-identity`.
     pub waits_refused: Counter,
     /// Reloads of the static tokens, by result.
@@ -86,10 +87,9 @@ impl Default for ApiMetrics {
         Self {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
-            connections: Gauge::default(),
+            connections: ConnectionCounts::default(),
             connection_limit: Gauge::default(),
             header_read_timeouts: Counter::default(),
-            connections_refused_per_address: Counter::default(),
             waits_refused: Counter::default(),
             static_token_reloads: Family::default(),
             static_tokens: Gauge::default(),
@@ -126,7 +126,7 @@ impl ApiMetrics {
         registry.register(
             "api_connections",
             "HTTP API connections open now",
-            self.connections.clone(),
+            self.connections.open.clone(),
         );
         registry.register(
             "api_connection_limit",
@@ -141,7 +141,7 @@ impl ApiMetrics {
         registry.register(
             "api_connections_refused_per_address",
             "HTTP API connections answered 429 and closed because their client address held --max-connections-per-address",
-            self.connections_refused_per_address.clone(),
+            self.connections.refused_per_address.clone(),
         );
         registry.register(
             "api_waits_refused",

@@ -17,7 +17,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::ApiMetrics;
-use crate::runtime::limited_server::{self, ConnectionEvents, Port, Protocols, Timeout};
+use crate::runtime::limited_server::{
+    self, ConnectionCounts, ConnectionEvents, Port, Protocols, Timeout,
+};
 
 pub use crate::runtime::limited_server::ConnectionLimits;
 
@@ -34,14 +36,8 @@ fn too_many_from_address() -> String {
 }
 
 impl ConnectionEvents for ApiMetrics {
-    fn opened(&self) {
-        self.connections.inc();
-    }
-    fn closed(&self) {
-        self.connections.dec();
-    }
-    fn refused_per_address(&self) {
-        self.connections_refused_per_address.inc();
+    fn counts(&self) -> &ConnectionCounts {
+        &self.connections
     }
     fn timed_out(&self, ended: Timeout) {
         if ended == Timeout::HeaderRead {

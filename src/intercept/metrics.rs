@@ -9,7 +9,6 @@
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -17,7 +16,7 @@ use super::decide::AllowReason;
 use super::health::WebhookHealth;
 use crate::runtime::held::HeldNodeSeconds;
 use crate::runtime::labels::{ReasonLabel, ResultLabel};
-use crate::runtime::limited_server::{ConnectionEvents, Timeout};
+use crate::runtime::limited_server::{ConnectionCounts, ConnectionEvents, Timeout};
 
 /// Allowed after the timeout.
 pub const TIMEOUT: &str = "timeout";
@@ -76,10 +75,9 @@ pub struct InterceptMetrics {
     pub health: std::sync::Arc<WebhookHealth>,
     /// Node-seconds held by held evictions (the family shared with the window controller).
     pub held: HeldNodeSeconds,
-    /// Webhook connections open now.
-    pub connections: Gauge,
-    /// Webhook connections refused: their address held `--intercept-max-connections-per-address`.
-    pub connections_refused_per_address: Counter,
+    /// Webhook connections open now, and those refused: their address held
+    /// `--intercept-max-connections-per-address`.
+    pub connections: ConnectionCounts,
     /// Webhook connections closed by a timeout, by which (`header_read`, `idle`).
     pub connections_timed_out: Family<ReasonLabel, Counter>,
 }
@@ -96,8 +94,7 @@ impl Default for InterceptMetrics {
             answer: Histogram::new(exponential_buckets(0.0001, 2.0, 14)),
             health: std::sync::Arc::default(),
             held: HeldNodeSeconds::default(),
-            connections: Gauge::default(),
-            connections_refused_per_address: Counter::default(),
+            connections: ConnectionCounts::default(),
             connections_timed_out: Family::default(),
         };
         for reason in TIMED_OUT {
@@ -159,12 +156,12 @@ impl InterceptMetrics {
         registry.register(
             "intercept_connections",
             "Webhook connections open now",
-            self.connections.clone(),
+            self.connections.open.clone(),
         );
         registry.register(
             "intercept_connections_refused_per_address",
             "Webhook connections closed at once because their client address held --intercept-max-connections-per-address",
-            self.connections_refused_per_address.clone(),
+            self.connections.refused_per_address.clone(),
         );
         registry.register(
             "intercept_connections_timed_out",
@@ -185,14 +182,8 @@ impl InterceptMetrics {
 }
 
 impl ConnectionEvents for InterceptMetrics {
-    fn opened(&self) {
-        self.connections.inc();
-    }
-    fn closed(&self) {
-        self.connections.dec();
-    }
-    fn refused_per_address(&self) {
-        self.connections_refused_per_address.inc();
+    fn counts(&self) -> &ConnectionCounts {
+        &self.connections
     }
     fn timed_out(&self, ended: Timeout) {
         let reason = match ended {

@@ -20,6 +20,8 @@ use std::time::Duration;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -54,14 +56,19 @@ pub enum Protocols {
     Http1And2,
 }
 
+/// What every port counts of its connections, in its own metrics' names.
+#[derive(Debug, Default, Clone)]
+pub struct ConnectionCounts {
+    /// Connections served now (each after its address's share was checked).
+    pub open: Gauge,
+    /// Connections refused: their address held its share.
+    pub refused_per_address: Counter,
+}
+
 /// What a port counts of its connections.
 pub trait ConnectionEvents: Send + Sync + 'static {
-    /// A connection is served (after its address's share was checked).
-    fn opened(&self);
-    /// A served connection closed.
-    fn closed(&self);
-    /// A connection was refused: its address held its share.
-    fn refused_per_address(&self);
+    /// The counts every port keeps.
+    fn counts(&self) -> &ConnectionCounts;
     /// A connection was closed because its request headers did not arrive in time, or it had
     /// no request in flight for the idle timeout.
     fn timed_out(&self, ended: Timeout);
@@ -140,14 +147,14 @@ pub async fn serve<E, T, TF, IO, C, CF>(
         async move {
             let Accepted { tcp, peer, slot } = accepted;
             let Some(address_slot) = address_slot else {
-                events.refused_per_address();
+                events.counts().refused_per_address.inc();
                 debug!(server = name, %peer, "connection refused: its address holds its share of connections");
                 refuse(tcp, refusal.as_deref()).await;
                 drop(slot);
                 return;
             };
             if let Some(io) = transport(tcp, peer).await {
-                events.opened();
+                events.counts().open.inc();
                 let served = http_server::serve_connection(
                     &builder,
                     io,
@@ -171,7 +178,7 @@ pub async fn serve<E, T, TF, IO, C, CF>(
                         debug!(server = name, %peer, error = %err, "connection ended with an error");
                     }
                 }
-                events.closed();
+                events.counts().open.dec();
             }
             drop((address_slot, slot));
         }

@@ -12,35 +12,24 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// What the test port counted.
 #[derive(Default)]
-struct Counted(Mutex<Vec<&'static str>>);
+struct Counted {
+    counts: ConnectionCounts,
+    timeouts: Mutex<Vec<Timeout>>,
+}
 
 impl Counted {
-    fn saw(&self, what: &'static str) -> usize {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|w| **w == what)
-            .count()
+    fn timed_out(&self, which: Timeout) -> usize {
+        let timeouts = self.timeouts.lock().unwrap();
+        timeouts.iter().filter(|t| **t == which).count()
     }
 }
 
 impl ConnectionEvents for Counted {
-    fn opened(&self) {
-        self.0.lock().unwrap().push("opened");
-    }
-    fn closed(&self) {
-        self.0.lock().unwrap().push("closed");
-    }
-    fn refused_per_address(&self) {
-        self.0.lock().unwrap().push("refused");
+    fn counts(&self) -> &ConnectionCounts {
+        &self.counts
     }
     fn timed_out(&self, ended: Timeout) {
-        let what = match ended {
-            Timeout::HeaderRead => "header_read",
-            Timeout::Idle => "idle",
-        };
-        self.0.lock().unwrap().push(what);
+        self.timeouts.lock().unwrap().push(ended);
     }
 }
 
@@ -88,15 +77,15 @@ async fn until_closed(tcp: &mut TcpStream, limit: Duration) -> (Vec<u8>, Duratio
     (out, started.elapsed())
 }
 
-/// Waits (at most 5 s) until the port counted `what`.
-async fn until_counted(events: &Counted, what: &'static str) {
+/// Waits (at most 5 s) until the port counted a connection closed by `which` timeout.
+async fn until_timed_out(events: &Counted, which: Timeout) {
     tokio::time::timeout(Duration::from_secs(5), async {
-        while events.saw(what) == 0 {
+        while events.timed_out(which) == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("{what} counted"));
+    .unwrap_or_else(|_| panic!("{which:?} timeout counted"));
 }
 
 #[tokio::test]
@@ -113,8 +102,8 @@ async fn one_address_over_its_share_is_refused_at_once_while_its_first_connectio
     let mut second = TcpStream::connect(addr).await.unwrap();
     let (refused, _) = until_closed(&mut second, Duration::from_secs(5)).await;
     assert_eq!(refused, b"refused\n");
-    assert_eq!(events.saw("refused"), 1);
-    assert_eq!(events.saw("opened"), 1);
+    assert_eq!(events.counts.refused_per_address.get(), 1);
+    assert_eq!(events.counts.open.get(), 1, "the first is still served");
     shutdown.cancel();
 }
 
@@ -125,7 +114,7 @@ async fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
     let (bytes, took) = until_closed(&mut silent, Duration::from_secs(5)).await;
     assert!(bytes.is_empty(), "{bytes:?}");
     assert!(took >= IDLE - Duration::from_millis(50), "{took:?}");
-    until_counted(&events, "idle").await;
+    until_timed_out(&events, Timeout::Idle).await;
     shutdown.cancel();
 }
 
@@ -151,6 +140,6 @@ async fn an_idle_http2_connection_gets_a_goaway_after_the_idle_timeout() {
         .unwrap()
         .unwrap();
     assert!(started.elapsed() >= IDLE, "{:?}", started.elapsed());
-    until_counted(&events, "idle").await;
+    until_timed_out(&events, Timeout::Idle).await;
     shutdown.cancel();
 }
