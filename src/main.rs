@@ -1,11 +1,9 @@
-//! Entry point: parse the command line, start telemetry, hand over to the chosen command.
-
-use clap::Parser;
-use disruption_guard::cli::Cli;
+//! Entry point: parse the command line (under the name it was invoked as), start telemetry,
+//! hand over to the chosen command.
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = disruption_guard::cli::invocation::parse();
     disruption_guard::telemetry::init(cli.log_format);
     match cli.command.run(cli.connection).await {
         Ok(code) => code,

@@ -330,7 +330,7 @@ fn kubectl_config(path: &std::path::Path, args: &[&str]) -> String {
 }
 
 #[tokio::test]
-async fn without_a_server_the_client_reads_kubeconfig_and_the_contexts_namespace_as_kubectl() {
+async fn the_client_reads_the_kubeconfig_contexts_namespace_as_kubectl_with_or_without_a_server() {
     with_namespace(|kube, ns| async move {
         // A kubeconfig whose current context names the test's namespace, and a second context
         // `elsewhere` on the same cluster naming another one.
@@ -392,12 +392,39 @@ async fn without_a_server_the_client_reads_kubeconfig_and_the_contexts_namespace
         run_ok(client().args(["get", "by-context", "--context", "elsewhere", "-n", &ns]));
         run_ok(client().args(["close", "by-context", "--no-wait"]));
         assert!(window(&kube, &ns, "by-context").await.spec.closed);
+
+        // Through the API too: a kubeconfig that is there names the namespace.
+        let op = Operator::start(&ns, &[]).await;
+        let out = run_ok(client().args([
+            "--server",
+            &op.api,
+            "open",
+            "--no-wait",
+            "-o",
+            "name",
+            "--name",
+            "by-server",
+        ]));
+        assert_eq!(stdout(&out).trim(), "by-server");
+        assert!(!window(&kube, &ns, "by-server").await.spec.closed);
+        // Without one, `default`.
+        let home = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("home-{ns}"));
+        std::fs::create_dir_all(&home).unwrap();
+        let out = Command::new(binary())
+            .env_clear()
+            .env("HOME", &home)
+            .args(["--server", &op.api, "--retry-for", "0s", "get", "by-server"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("does not serve namespace default"), "{err}");
     })
     .await;
 }
 
 #[tokio::test]
-async fn list_filters_by_label_and_across_namespaces_as_kubectl_get_does() {
+async fn list_filters_by_window_label_and_across_namespaces_as_kubectl_get_does() {
     with_namespace(|_kube, ns| async move {
         with_namespace(move |_kube, other| async move {
             let op = Operator::start(&ns, &[]).await;
@@ -432,12 +459,20 @@ async fn list_filters_by_label_and_across_namespaces_as_kubectl_get_does() {
                 ]));
             }
 
-            // Through the API: -l in the namespace; -A spans only the namespaces it serves.
-            let out = run_ok(client(&op, &ns).args(["list", "-l", &label, "-o", "name"]));
+            // Through the API: the labels in the namespace; -A spans only the namespaces it serves.
+            let out =
+                run_ok(client(&op, &ns).args(["list", "--window-selector", &label, "-o", "name"]));
             assert_eq!(stdout(&out), "a\n");
-            let out = run_ok(client(&op, &ns).args(["list", "-A", "-l", &label, "-o", "name"]));
+            let out = run_ok(client(&op, &ns).args([
+                "list",
+                "-A",
+                "--window-selector",
+                &label,
+                "-o",
+                "name",
+            ]));
             assert_eq!(stdout(&out), format!("{ns}/a\n"), "{other} is not served");
-            let out = run_ok(client(&op, &ns).args(["list", "-A", "-l", &label]));
+            let out = run_ok(client(&op, &ns).args(["list", "-A", "--window-selector", &label]));
             let table = stdout(&out);
             let cells = |line: &str| {
                 line.split_whitespace()
@@ -458,7 +493,14 @@ async fn list_filters_by_label_and_across_namespaces_as_kubectl_get_does() {
             );
 
             // Directly: -A is every namespace the kubeconfig's user may list.
-            let out = run_ok(&mut direct(&["list", "-A", "-l", &label, "-o", "name"]));
+            let out = run_ok(&mut direct(&[
+                "list",
+                "-A",
+                "--window-selector",
+                &label,
+                "-o",
+                "name",
+            ]));
             let mut names: Vec<String> = stdout(&out).lines().map(String::from).collect();
             names.sort();
             let mut want = vec![format!("{ns}/a"), format!("{other}/c")];
@@ -467,13 +509,34 @@ async fn list_filters_by_label_and_across_namespaces_as_kubectl_get_does() {
 
             // A malformed selector is refused, naming the field.
             let out = client(&op, &ns)
-                .args(["list", "-l", "app in (web"])
+                .args(["list", "--window-selector", "app in (web"])
                 .output()
                 .unwrap();
             assert!(!out.status.success());
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(
                 err.contains("labelSelector") && err.contains("400"),
+                "{err}"
+            );
+
+            // -l selects pods, as in open and run: the windows over pods it selects (a and b
+            // select every pod).
+            run_ok(client(&op, &ns).args(["open", "--no-wait", "--name", "d", "-l", "app=db"]));
+            let by_pods = |selector: &str| {
+                stdout(&run_ok(
+                    client(&op, &ns).args(["list", "-l", selector, "-o", "name"]),
+                ))
+            };
+            assert_eq!(by_pods("app=web"), "a\nb\n");
+            assert_eq!(by_pods("app in (db,cache)"), "a\nb\nd\n");
+            let out = client(&op, &ns)
+                .args(["list", "-l", "app in (web"])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(65), "{out:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("selector (-l)") && err.contains("400"),
                 "{err}"
             );
         })

@@ -960,6 +960,69 @@ async fn a_closed_and_an_expired_window_are_each_counted_once_with_their_duratio
     .await;
 }
 
+/// The window controller's queue and reconciles, in controller-runtime's names (unprefixed, as
+/// dashboards for Go operators read them): there from the start, moving with a window's life,
+/// the queue empty again once the window is released.
+#[tokio::test]
+async fn the_window_controller_exports_controller_runtimes_queue_and_reconcile_series() {
+    with_namespace(|client, ns| async move {
+        let op = Operator::start(&ns, &[]).await;
+        let before = op.metrics().await;
+        let total = |result: &str| {
+            format!("controller_runtime_reconcile_total{{controller=\"window\",result=\"{result}\"}}")
+        };
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            assert!(sample(&before, &total(result)).is_some(), "{before}");
+        }
+        let errors = "controller_runtime_reconcile_errors_total{controller=\"window\"}";
+        assert_eq!(sample(&before, errors), Some(0.0), "{before}");
+        assert!(
+            sample(&before, "controller_runtime_reconcile_total{controller=\"drain\",result=\"success\"}")
+                .is_some(),
+            "{before}"
+        );
+        let adds = "workqueue_adds_total{name=\"window\",controller=\"window\"}";
+        let depth = "workqueue_depth{name=\"window\",controller=\"window\"}";
+        let passes = |text: &str| {
+            ["success", "requeue_after"]
+                .iter()
+                .map(|r| sample(text, &total(r)).unwrap_or_default())
+                .sum::<f64>()
+        };
+        let (adds_before, passes_before) = (sample(&before, adds).unwrap(), passes(&before));
+
+        open(&client, &ns, &window("w", "nothing", "10m", json!({}))).await;
+        until_ready(&client, &ns, "w", LIMIT).await;
+        close(&client, &ns, "w").await;
+        until_status_released(&client, &ns, "w", LIMIT).await;
+
+        let after = wait::for_some("the window controller's queue to be empty", LIMIT, || async {
+            let text = op.metrics().await;
+            (sample(&text, depth) == Some(0.0)).then_some(text)
+        })
+        .await;
+        let moved = |series: &str, was: f64, by: f64| {
+            let now = sample(&after, series).unwrap_or_default();
+            assert!(now >= was + by, "{series}: {was} -> {now}, expected +{by}\n{after}");
+        };
+        // The window's creation, its status writes and its close each wake its namespace.
+        moved(adds, adds_before, 2.0);
+        assert!(
+            passes(&after) >= passes_before + 2.0,
+            "open → Ready and close → released are two passes at least\n{after}"
+        );
+        // Every timed pass is a reconcile; the gates' turned-away passes are counted too.
+        let timed = sample(
+            &after,
+            "disruption_guard_reconcile_duration_seconds_count{controller=\"window\",result=\"success\"}",
+        )
+        .unwrap();
+        assert!(passes(&after) >= timed, "{after}");
+        assert_eq!(sample(&after, errors), Some(0.0), "{after}");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn only_the_lease_holder_exports_window_gauges_and_a_replica_that_loses_it_exports_zero() {
     with_namespace(|client, ns| async move {

@@ -10,7 +10,10 @@ use super::connection::Connection;
 use crate::client::output::{self, Format};
 use crate::client::run::{RunPlan, github_output};
 use crate::client::{ClientError, wait};
-use crate::operations::types::{CiMeta, OpenRequest, ProtectInput, SelectorInput};
+use crate::operations::overlap::overlap;
+use crate::operations::problem::ApiError;
+use crate::operations::selector;
+use crate::operations::types::{CiMeta, OpenRequest, ProtectInput, SelectorInput, SelectorObject};
 use crate::resources::duration;
 
 /// What a new window protects and why.
@@ -73,15 +76,28 @@ pub struct GetArgs {
     pub name: String,
 }
 
-/// `list [-A] [-l SELECTOR]`.
+/// `list [-A] [-l SELECTOR] [--window-selector SELECTOR]`.
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {
     /// List the windows of every namespace, with a NAMESPACE column (as `kubectl get -A`).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
-    /// Only windows whose labels match this selector, as `kubectl get -l` (`team=shop,ci`).
+    /// Only windows over pods this label selector selects (`app=web,tier in (a,b)`), as `-l`
+    /// selects pods in every command: a window is listed when a pod could match both its
+    /// selector and this one (a window over every pod always is).
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub selector: Option<String>,
+    /// Only windows whose own labels match this selector, as `kubectl get testwindows -l`
+    /// (`team=shop,ci`).
+    #[arg(long, value_name = "SELECTOR")]
+    pub window_selector: Option<String>,
+}
+
+/// The pods `list -l` names, parsed as an open's selector is; a malformed one is refused as
+/// invalid, naming the flag.
+fn pod_selector(text: &str) -> Result<SelectorObject, ClientError> {
+    selector::parse(&SelectorInput::Text(text.to_string()))
+        .map_err(|e| ApiError::BadRequest(format!("selector (-l): {e}")).into())
 }
 
 /// `run [OPTIONS] -- CMD ARGS…`.
@@ -215,7 +231,11 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
         }
         ClientCommand::List(args) => {
             let scope = (!args.all_namespaces).then_some(ns);
-            let list = backend.list(scope, args.selector.as_deref()).await?;
+            let pods = args.selector.as_deref().map(pod_selector).transpose()?;
+            let mut list = backend.list(scope, args.window_selector.as_deref()).await?;
+            if let Some(pods) = &pods {
+                list.items.retain(|w| overlap(&w.selector, pods));
+            }
             print!("{}", output::windows(&list.items, fmt, args.all_namespaces));
         }
         ClientCommand::Renew(args) => {

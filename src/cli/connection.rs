@@ -77,8 +77,9 @@ pub struct Connection {
     /// The kubeconfig context to use in direct mode (default: its current context).
     #[arg(long, global = true, conflicts_with = "server")]
     pub context: Option<String>,
-    /// Namespace of the window [default: in direct mode the context's namespace, as kubectl;
-    /// else `default`].
+    /// Namespace of the window [default: the kubeconfig context's namespace, as kubectl: in
+    /// direct mode the kubeconfig used (at --context); with --server the one kubectl would read
+    /// (KUBECONFIG or ~/.kube/config, current context) if there is one; else `default`].
     #[arg(short, long, env = "DISRUPTION_GUARD_NAMESPACE", global = true)]
     pub namespace: Option<String>,
     /// Output format on stdout.
@@ -120,16 +121,39 @@ pub(super) fn direct_limits() -> TtlLimits {
     }
 }
 
+/// The namespace of the kubeconfig's context `context` (its current context when `None`), as
+/// kubectl reads it: none when the context names none (or does not exist).
+pub fn context_namespace(
+    kubeconfig: &kube::config::Kubeconfig,
+    context: Option<&str>,
+) -> Option<String> {
+    let name = context.or(kubeconfig.current_context.as_deref())?;
+    kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == name)?
+        .context
+        .as_ref()?
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+}
+
 impl Connection {
     /// The backend, and the namespace to act in: `-n`, else in direct mode the kubeconfig
     /// context's namespace (kubectl's rule), else `default`.
     pub(super) async fn backend(&self) -> Result<(Backend, String), ClientError> {
         let Some(server) = self.server.as_deref() else {
-            let config = self.kubeconfig().await?;
-            let namespace = self
-                .namespace
-                .clone()
-                .unwrap_or_else(|| config.default_namespace.clone());
+            let (kubeconfig, source) = self.kubeconfig()?;
+            let namespace =
+                self.namespace_or(context_namespace(&kubeconfig, self.context.as_deref()));
+            let options = kube::config::KubeConfigOptions {
+                context: self.context.clone(),
+                ..Default::default()
+            };
+            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| ClientError::Config(format!("loading {source}: {e}")))?;
             let client = kube::Client::try_from(config)
                 .map_err(|e| ClientError::Config(format!("building a Kubernetes client: {e}")))?;
             return Ok((
@@ -137,16 +161,24 @@ impl Connection {
                 namespace,
             ));
         };
-        let namespace = self.namespace.clone().unwrap_or_else(|| "default".into());
-        Ok((self.http(server)?, namespace))
+        // The API needs no kubeconfig; one that is there (and readable) still names the
+        // namespace, as kubectl's would.
+        let from_context = kube::config::Kubeconfig::read()
+            .ok()
+            .and_then(|kubeconfig| context_namespace(&kubeconfig, None));
+        Ok((self.http(server)?, self.namespace_or(from_context)))
     }
 
-    /// Direct mode's configuration: `--kubeconfig`, else kubectl's files, at `--context`.
-    async fn kubeconfig(&self) -> Result<kube::Config, ClientError> {
-        let options = kube::config::KubeConfigOptions {
-            context: self.context.clone(),
-            ..Default::default()
-        };
+    /// `-n` (or `DISRUPTION_GUARD_NAMESPACE`), else the context's, else `default`.
+    fn namespace_or(&self, from_context: Option<String>) -> String {
+        self.namespace
+            .clone()
+            .or(from_context)
+            .unwrap_or_else(|| "default".into())
+    }
+
+    /// Direct mode's kubeconfig, `--kubeconfig` else kubectl's files, and where it was read.
+    fn kubeconfig(&self) -> Result<(kube::config::Kubeconfig, String), ClientError> {
         let (kubeconfig, source) = match &self.kubeconfig {
             Some(path) => (
                 kube::config::Kubeconfig::read_from(path),
@@ -163,9 +195,7 @@ impl Connection {
                  --kubeconfig; reading {source}: {e}"
             ))
         })?;
-        kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .map_err(|e| ClientError::Config(format!("loading {source}: {e}")))
+        Ok((kubeconfig, source))
     }
 
     /// Where the bearer token comes from: `--oidc`, else `--token`, else `--token-file`.
@@ -200,6 +230,47 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kubeconfig(yaml: &str) -> kube::config::Kubeconfig {
+        kube::config::Kubeconfig::from_yaml(yaml).unwrap()
+    }
+
+    const TWO_CONTEXTS: &str = "
+apiVersion: v1
+kind: Config
+current-context: shop
+contexts:
+- name: shop
+  context: {cluster: c, user: u, namespace: shop}
+- name: bare
+  context: {cluster: c, user: u}
+";
+
+    #[test]
+    fn the_namespace_is_the_current_or_named_contexts_as_kubectl_reads_it() {
+        let config = kubeconfig(TWO_CONTEXTS);
+        assert_eq!(context_namespace(&config, None).as_deref(), Some("shop"));
+        assert_eq!(
+            context_namespace(&config, Some("shop")).as_deref(),
+            Some("shop")
+        );
+        assert_eq!(context_namespace(&config, Some("bare")), None);
+        assert_eq!(context_namespace(&config, Some("missing")), None);
+        let no_current = kubeconfig(&TWO_CONTEXTS.replace("current-context: shop", ""));
+        assert_eq!(context_namespace(&no_current, None), None);
+    }
+
+    #[test]
+    fn n_wins_over_the_context_and_default_is_the_last_resort() {
+        use clap::Parser;
+        let mut conn = crate::cli::Cli::try_parse_from(["disruption-guard", "list"])
+            .unwrap()
+            .connection;
+        assert_eq!(conn.namespace_or(Some("shop".into())), "shop");
+        assert_eq!(conn.namespace_or(None), "default");
+        conn.namespace = Some("cart".into());
+        assert_eq!(conn.namespace_or(Some("shop".into())), "cart");
+    }
 
     #[test]
     fn direct_mode_applies_the_operators_default_ttl_limits() {

@@ -2,12 +2,14 @@
 //!
 //! - `command`: [`Cli`] and its [`Command`]s, and running one;
 //! - [`client`]: the CI client's commands; [`connection`]: how they reach the windows;
-//! - [`crd`]: printing the CRDs; [`completion`]: shell completion scripts.
+//! - [`crd`]: printing the CRDs; [`completion`]: shell completion scripts;
+//! - [`invocation`]: the name it was invoked under (`kubectl guard` as a kubectl plugin).
 
 pub mod client;
 mod command;
 pub mod completion;
 pub mod connection;
 pub mod crd;
+pub mod invocation;
 
 pub use command::{Cli, Command};

@@ -16,6 +16,7 @@ use strum::IntoEnumIterator;
 
 use super::decide::{Decision, SkipReason};
 use crate::runtime::Reconciles;
+use crate::runtime::controller_runtime::ControllerSeries;
 use crate::runtime::labels::{ReasonLabel, ResultLabel};
 
 /// Label of `drain_decisions_total`.
@@ -72,6 +73,9 @@ pub struct DrainMetrics {
     /// Pods deleted from nodes being disrupted after an eviction through the Eviction API
     /// (counted by the pod cache: `Pods::count_evictions`).
     pub pods_evicted: Counter,
+    /// controller-runtime's reconcile series for the passes (set by the wiring; the watcher's
+    /// channel of triggers, drained into one pass, is no work queue to export).
+    pub controller: ControllerSeries,
 }
 
 impl Default for DrainMetrics {
@@ -91,6 +95,7 @@ impl DrainMetrics {
             signal_to_rollout: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             passes,
             pods_evicted: Counter::default(),
+            controller: ControllerSeries::default(),
         };
         for decision in DECISIONS {
             drop(metrics.decisions.get_or_create(&DecisionLabel { decision }));

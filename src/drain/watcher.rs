@@ -211,6 +211,8 @@ impl Watcher {
             self.metrics.decided(counted);
         }
         self.metrics.passes.observe(!failed, started.elapsed());
+        let result = if failed { "error" } else { "success" };
+        self.metrics.controller.reconciled(result);
         false
     }
 

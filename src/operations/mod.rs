@@ -7,13 +7,15 @@
 //!   ([`deadline`]); [`open`]: the object an open creates, decided without the API server;
 //!   [`ready`]: waiting until protection is in effect;
 //! - [`types`]: the wire types (requests, the window view); [`view`]: a `TestWindow` as its
-//!   view; [`selector`]: label selectors in requests; [`ttl`]: a window's time to live;
+//!   view; [`selector`]: label selectors in requests; [`overlap`]: whether two of them can
+//!   select a pod in common; [`ttl`]: a window's time to live;
 //! - [`problem`]: errors as `application/problem+json`; [`daemon_sets`]: who may protect
 //!   DaemonSet pods.
 
 pub mod daemon_sets;
 pub mod deadline;
 pub mod open;
+pub mod overlap;
 pub mod problem;
 pub mod ready;
 pub mod selector;

@@ -1,6 +1,7 @@
-//! Prometheus metrics of the operator: its own, prefixed `disruption_guard_`, and the standard
-//! process metrics (`process_*`, [`super::process`]), unprefixed as every client library
-//! exports them.
+//! Prometheus metrics of the operator: its own, prefixed `disruption_guard_`, and, unprefixed as
+//! every client library exports them, the standard process metrics (`process_*`,
+//! [`super::process`]) and controller-runtime's reconcile and work-queue series for each
+//! controller (`controller_runtime_*`, `workqueue_*`: [`crate::runtime::controller_runtime`]).
 //!
 //! Each component owns its metric families (`window::WindowMetrics`, `drain::DrainMetrics`,
 //! `api::ApiMetrics`, `intercept::InterceptMetrics`) and registers them here; the runtime's
@@ -20,6 +21,7 @@ use super::process::ProcessCollector;
 use crate::api::ApiMetrics;
 use crate::drain::DrainMetrics;
 use crate::intercept::InterceptMetrics;
+use crate::runtime::controller_runtime::ControllerRuntimeMetrics;
 use crate::runtime::held::HeldNodeSeconds;
 use crate::runtime::refusals::RefusalMetrics;
 use crate::runtime::{ReconcileMetrics, RequestMetrics};
@@ -56,6 +58,8 @@ impl Default for Metrics {
     fn default() -> Self {
         let mut root = Registry::default();
         root.register_collector(Box::new(ProcessCollector));
+        let controller_runtime = ControllerRuntimeMetrics::default();
+        controller_runtime.register(&mut root);
         let registry = root.sub_registry_with_prefix(PREFIX);
         registry.register(
             "build",
@@ -78,8 +82,11 @@ impl Default for Metrics {
         held.register(registry);
         let mut window = WindowMetrics::new(reconciles.controller(WINDOW_CONTROLLER));
         window.held = held.clone();
+        window.controller = controller_runtime.controller(WINDOW_CONTROLLER);
+        window.queue = controller_runtime.work_queue(WINDOW_CONTROLLER);
         window.register(registry);
-        let drain = DrainMetrics::new(reconciles.controller(DRAIN_CONTROLLER));
+        let mut drain = DrainMetrics::new(reconciles.controller(DRAIN_CONTROLLER));
+        drain.controller = controller_runtime.controller(DRAIN_CONTROLLER);
         drain.register(registry);
         let api = ApiMetrics::default();
         api.register(registry);
@@ -140,6 +147,11 @@ mod tests {
             "disruption_guard_reconcile_duration_seconds_count{controller=\"drain\",result=\"error\"} 0",
             "disruption_guard_kube_request_duration_seconds_count{verb=\"watch\"} 0",
             "disruption_guard_kube_request_duration_seconds_count{verb=\"patch\"} 0",
+            "controller_runtime_reconcile_total{controller=\"window\",result=\"success\"} 0",
+            "controller_runtime_reconcile_total{controller=\"drain\",result=\"error\"} 0",
+            "controller_runtime_reconcile_errors_total{controller=\"window\"} 0",
+            "workqueue_depth{name=\"window\",controller=\"window\"} 0",
+            "workqueue_adds_total{name=\"window\",controller=\"window\"} 0",
         ] {
             assert!(
                 out.contains(&format!("{line}\n")),
@@ -167,10 +179,17 @@ mod tests {
             }
         }
         assert!(!out.contains("disruption_guard_process_"), "{out}");
-        // Everything else keeps its prefix.
+        // Everything else keeps its prefix, but controller-runtime's series.
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             assert!(
-                line.starts_with("disruption_guard_") || line.starts_with("process_"),
+                [
+                    "disruption_guard_",
+                    "process_",
+                    "controller_runtime_",
+                    "workqueue_"
+                ]
+                .iter()
+                .any(|prefix| line.starts_with(prefix)),
                 "{line}"
             );
         }

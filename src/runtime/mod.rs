@@ -3,8 +3,8 @@
 //! operator writes Events and holds the Lease under, how every write is made (field managers,
 //! conflict retry, API answer codes: [`write`]), the one HTTP server the API and the webhook
 //! share ([`http_server`], within the limits of [`limited_server`]), and the reconcile-duration
-//! histogram every controller records into ([`reconciles`]). The wiring registers the metric
-//! families defined here.
+//! histogram every controller records into ([`reconciles`]) with controller-runtime's series
+//! beside it ([`controller_runtime`]). The wiring registers the metric families defined here.
 //!
 //! Layering: the runtime depends only on [`crate::resources`] and [`crate::k8s`]; the rollout
 //! ([`crate::rollout`]) and the components (`window`, `drain`, `api`, `intercept`) depend on it;
@@ -20,6 +20,7 @@ pub mod address_slots;
 pub mod caches;
 pub mod connection;
 pub mod contact;
+pub mod controller_runtime;
 pub mod events;
 pub mod fresh_cache;
 pub mod held;

@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 use super::gauges::WindowGauges;
 use crate::resources::{Phase, TestWindowStatus};
 use crate::runtime::Reconciles;
+use crate::runtime::controller_runtime::{ControllerSeries, WorkQueue};
 use crate::runtime::held::HeldNodeSeconds;
 
 /// Label set with an error category.
@@ -60,6 +61,10 @@ pub struct WindowMetrics {
     pub reconcile_durations: Reconciles,
     /// Node-seconds held by windows (the family shared with the interception).
     pub held: HeldNodeSeconds,
+    /// controller-runtime's reconcile series for this controller (set by the wiring).
+    pub controller: ControllerSeries,
+    /// controller-runtime's series of its queue of namespaces (set by the wiring).
+    pub queue: WorkQueue,
 }
 
 impl Default for WindowMetrics {
@@ -83,6 +88,8 @@ impl WindowMetrics {
             writes: Counter::default(),
             reconcile_durations,
             held: HeldNodeSeconds::default(),
+            controller: ControllerSeries::default(),
+            queue: WorkQueue::default(),
         };
         // Every series with a known label value exists from the start, at 0.
         for category in super::error::CATEGORIES {

@@ -9,7 +9,7 @@ use futures::{StreamExt, future};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use tracing::{info, warn};
@@ -23,6 +23,7 @@ use crate::k8s::signals::Signal;
 use crate::resources::TestWindow;
 use crate::runtime::caches::reflect;
 use crate::runtime::caches::{Caches, ChangeFeed};
+use crate::runtime::controller_runtime::result_of;
 use crate::runtime::events::Events;
 use crate::runtime::{Pods, Runtime, Scope};
 
@@ -136,12 +137,13 @@ pub async fn run(
     tokio::spawn(startup(ctx.clone(), caches, windows_listed_rx));
 
     info!(namespaces = ?namespaces, "window controller starting");
+    let queued = ctx.metrics.queue.clone();
     let never = futures::stream::pending::<Result<Namespace, watcher::Error>>();
     Controller::for_stream(never, queue.store())
-        .reconcile_on(wakeups::receive(woken))
+        .reconcile_on(wakeups::receive(woken).inspect(move |key| queued.added(&key.name)))
         .with_config(ControllerConfig::default().concurrency(RECONCILE_CONCURRENCY))
         .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .run(counted_reconcile, reconcile::error_policy, ctx)
         .for_each(|result| {
             // Reconcile failures are logged (and made Events) by the reconciler itself.
             if let Err(err) = result
@@ -159,6 +161,17 @@ pub async fn run(
     }
     info!("window controller stopped");
     Ok(())
+}
+
+/// A reconcile, counted in controller-runtime's series: taken from the queue, and its result.
+async fn counted_reconcile(
+    key: Arc<Namespace>,
+    ctx: Arc<Context>,
+) -> Result<Action, super::error::Error> {
+    ctx.metrics.queue.taken(&key.name_any());
+    let result = reconcile::reconcile(key, ctx.clone()).await;
+    ctx.metrics.controller.reconciled(result_of(&result));
+    result
 }
 
 /// Keeps the pods of each namespace that has a window cached, from the window watch's events

@@ -1,7 +1,7 @@
 //! The chart's observability against the operator's real metric registry: docs/metrics.md lists
-//! exactly the registered families (name, type, labels), and every `disruption_guard_*` and
-//! `process_*` name and every label the dashboard and the rendered PrometheusRule use is one the
-//! operator exports.
+//! exactly the registered families (name, type, labels), and every `disruption_guard_*`,
+//! `process_*`, `controller_runtime_*` and `workqueue_*` name and every label the dashboard and
+//! the rendered PrometheusRule use is one the operator exports.
 //! Part of the `chart` test binary (`tests/chart.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -164,9 +164,17 @@ fn matchers(body: &str) -> Vec<(String, String)> {
 }
 
 /// Whether a word of an expression or a table row names a metric of the operator: its own
-/// (`disruption_guard_*`) or a standard process metric (`process_*`, unprefixed).
+/// (`disruption_guard_*`), a standard process metric (`process_*`, unprefixed) or one of
+/// controller-runtime's series (`controller_runtime_*`, `workqueue_*`, unprefixed).
 fn is_operator_metric(name: &str) -> bool {
-    name.starts_with("disruption_guard_") || name.starts_with("process_")
+    [
+        "disruption_guard_",
+        "process_",
+        "controller_runtime_",
+        "workqueue_",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
 }
 
 /// The families docs/metrics.md lists in its table.
