@@ -134,61 +134,109 @@ fn a_usage_error_through_kubectl_names_kubectl_guard() {
     assert!(err.contains("Usage: kubectl guard close"), "{err}");
 }
 
-/// The manifest's shape as krew reads it (krew.googlecontainertools.github.com/v1alpha2), for
-/// this version: every platform installs its release archive's binary as `kubectl-guard`.
+/// A release as the release workflow makes it (the archive of the binary and LICENSE, its
+/// SHA256SUMS, `plugins/render`'s manifest), installed by the real krew from that archive: the
+/// plugin is then `kubectl guard`, from krew's own bin directory.
 #[test]
-fn the_krew_manifest_installs_each_platforms_release_archive_as_kubectl_guard() {
-    let text = std::fs::read_to_string(repo_root().join("plugins/guard.yaml")).unwrap();
-    let manifest: Value = serde_saphyr::from_str(&text).unwrap();
-    assert_eq!(
-        manifest["apiVersion"],
-        "krew.googlecontainertools.github.com/v1alpha2"
+fn krew_installs_the_rendered_manifest_from_a_release_archive_as_kubectl_guard() {
+    let krew = tool(
+        "tests/tools/go-tool",
+        &["sigs.k8s.io/krew/cmd/krew", "v0.4.3", "krew"],
     );
-    assert_eq!(manifest["kind"], "Plugin");
-    assert_eq!(manifest["metadata"]["name"], "guard", "the file's name");
-    let version = env!("CARGO_PKG_VERSION");
-    let spec = &manifest["spec"];
-    assert_eq!(spec["version"], format!("v{version}"));
-    for field in ["shortDescription", "description", "homepage"] {
-        assert!(
-            spec[field].as_str().is_some_and(|s| !s.is_empty()),
-            "{field}"
-        );
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("krew-release");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (staged, bin) = (dir.join("staged"), dir.join("bin"));
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(binary(), staged.join("disruption-guard")).unwrap();
+    std::fs::copy(repo_root().join("LICENSE"), staged.join("LICENSE")).unwrap();
+    std::os::unix::fs::symlink(&krew, bin.join("kubectl-krew")).unwrap();
+
+    let version = "9.8.7";
+    let mut sums = String::new();
+    for arch in ["amd64", "arm64"] {
+        let archive = format!("disruption-guard-{version}-linux-{arch}.tar.gz");
+        ok(Command::new("tar")
+            .arg("-czf")
+            .arg(dir.join(&archive))
+            .arg("-C")
+            .arg(&staged)
+            .args(["disruption-guard", "LICENSE"]));
+        let sum = stdout(&ok(Command::new("sha256sum")
+            .arg(&archive)
+            .current_dir(&dir)));
+        sums.push_str(&sum);
     }
-    let mut platforms = Vec::new();
-    for platform in spec["platforms"].as_array().unwrap() {
-        let labels = &platform["selector"]["matchLabels"];
-        let (os, arch) = (
-            labels["os"].as_str().unwrap(),
-            labels["arch"].as_str().unwrap(),
-        );
-        platforms.push(format!("{os}/{arch}"));
-        let archive = format!("disruption-guard-{version}-{os}-{arch}.tar.gz");
-        let uri = platform["uri"].as_str().unwrap();
-        assert_eq!(
-            uri,
-            format!(
-                "https://github.com/disruption-guard/disruption-guard/releases/download/v{version}/{archive}"
-            )
-        );
-        let sha = platform["sha256"].as_str().unwrap();
-        assert!(
-            sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()),
-            "{uri}: {sha}"
-        );
-        assert_eq!(platform["bin"], "kubectl-guard", "{uri}");
-        let files = platform["files"].as_array().unwrap();
-        assert!(
-            files
-                .iter()
-                .any(|f| f["from"] == "disruption-guard" && f["to"] == "./kubectl-guard"),
-            "{uri}: {files:?}"
-        );
-        assert!(files.iter().any(|f| f["from"] == "LICENSE"), "{uri}");
-    }
-    platforms.sort();
-    assert_eq!(
-        platforms,
-        ["darwin/amd64", "darwin/arm64", "linux/amd64", "linux/arm64"]
+    std::fs::write(dir.join("SHA256SUMS"), sums).unwrap();
+    let rendered = ok(Command::new(repo_root().join("plugins/render"))
+        .args([version, "SHA256SUMS"])
+        .current_dir(&dir));
+    std::fs::write(dir.join("guard.yaml"), &rendered.stdout).unwrap();
+    let manifest = stdout(&rendered);
+    assert!(
+        manifest.contains(&format!("version: \"v{version}\"")),
+        "{manifest}"
     );
+    assert!(
+        !manifest.contains(&"0".repeat(64)),
+        "every checksum filled in: {manifest}"
+    );
+
+    // krew's root under the test directory; no index, no network: the manifest and archive.
+    let kubeconfig = support::kubeconfig();
+    let krew_cmd = |root: &str, args: &[&str]| {
+        let mut cmd = kubectl(&bin, &kubeconfig);
+        cmd.env("KREW_ROOT", dir.join(root))
+            .args(args)
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null());
+        cmd
+    };
+    let archive = format!("disruption-guard-{version}-linux-{}.tar.gz", host_arch());
+    let install = |manifest: &str| {
+        let archive = format!("--archive={archive}");
+        ["krew", "install", manifest, &archive].map(String::from)
+    };
+    let args = install("--manifest=guard.yaml");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&mut krew_cmd("krew", &args));
+    let installed = dir.join("krew/bin/kubectl-guard");
+    assert!(installed.exists(), "krew links {}", installed.display());
+
+    let mut guard = kubectl(&dir.join("krew/bin"), &kubeconfig);
+    let help = stdout(&ok(guard.args(["guard", "close", "--help"])));
+    assert!(help.contains("Usage: kubectl guard close"), "{help}");
+    // A checksum that does not match is refused: krew checks what the manifest names.
+    let host_sum = sums_of(&dir, &archive);
+    let tampered = manifest.replace(&host_sum, &"a".repeat(64));
+    std::fs::write(dir.join("tampered.yaml"), tampered).unwrap();
+    let args = install("--manifest=tampered.yaml");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = krew_cmd("krew-tampered", &args).output().unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("checksum does not match"), "{err}");
+    assert!(!dir.join("krew-tampered/bin/kubectl-guard").exists());
+}
+
+/// The checksum SHA256SUMS in `dir` gives `archive`.
+fn sums_of(dir: &Path, archive: &str) -> String {
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
+    let line = sums.lines().find(|l| l.ends_with(archive)).unwrap();
+    line.split_whitespace().next().unwrap().to_string()
+}
+
+/// The architecture of this machine in krew's (Go's) names.
+fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => panic!("no release archive for {other}"),
+    }
+}
+
+/// Runs a script of the repository that builds a tool and prints its path.
+fn tool(script: &str, args: &[&str]) -> PathBuf {
+    let out = ok(Command::new(repo_root().join(script)).args(args));
+    PathBuf::from(stdout(&out).trim())
 }
