@@ -2,8 +2,10 @@
 //!
 //! - `command`: [`Cli`] and its [`Command`]s, and running one;
 //! - [`client`]: the CI client's commands; [`connection`]: how they reach the windows;
+//! - [`check_webhook`]: proving that the API server calls the eviction webhook;
 //! - [`crd`]: printing the CRDs; [`completion`]: shell completion scripts.
 
+pub mod check_webhook;
 pub mod client;
 mod command;
 pub mod completion;
