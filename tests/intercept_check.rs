@@ -1,6 +1,7 @@
 //! `disruption-guard check-webhook` against the real API server: the dry-run eviction it sends
 //! reaches the operator's webhook (registered as the chart registers it) through the API
-//! server, which passes the webhook's answer back; and the check fails, saying what to check,
+//! server, which passes the webhook's answer back — also as the chart's `helm test` Pod runs it,
+//! with its arguments and only the RBAC the chart gives it; and the check fails, saying what to check,
 //! when no webhook is registered for the namespace, when the registered webhook cannot be
 //! reached (the registration fails open), and when its user may not evict.
 
@@ -100,6 +101,75 @@ async fn the_check_ends_at_once_when_its_user_may_not_evict() {
         assert!(
             stderr.contains("(403)") && stderr.contains("pods/eviction") && stderr.contains(&ns),
             "{stderr}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_charts_helm_test_passes_with_its_own_arguments_and_rbac() {
+    with_namespace(|_client, ns| async move {
+        let _op = Operator::intercepting(&ns, &[]).await;
+        let rendered = std::process::Command::new(support::cached_tool("helm-v", "helm"))
+            .args([
+                "template",
+                "guard",
+                "--namespace",
+                &ns,
+                "--kube-version",
+                "1.36.3",
+            ])
+            .arg(support::repo_root().join("charts/disruption-guard"))
+            .args(["--show-only", "templates/tests/check-webhook.yaml"])
+            .output()
+            .expect("helm template");
+        assert!(
+            rendered.status.success(),
+            "{}",
+            String::from_utf8_lossy(&rendered.stderr)
+        );
+        let objects: Vec<serde_json::Value> =
+            serde_saphyr::from_slice_multiple(&rendered.stdout).unwrap();
+        let (pods, rbac): (Vec<_>, Vec<_>) = objects
+            .into_iter()
+            .filter(|o| !o.is_null())
+            .partition(|o| o["kind"] == "Pod");
+        // The ServiceAccount, Role and RoleBinding as the chart makes them (kwok runs no
+        // container: the Pod's command runs here, as its ServiceAccount).
+        let manifest = serde_json::to_vec(
+            &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rbac}),
+        )
+        .unwrap();
+        let applied = support::run_with_input(
+            {
+                let mut apply = kubectl();
+                apply.args(["apply", "-f", "-"]);
+                apply
+            },
+            &manifest,
+        );
+        assert!(
+            applied.status.success(),
+            "{}",
+            String::from_utf8_lossy(&applied.stderr)
+        );
+        let pod = &pods[0]["spec"];
+        let account = pod["serviceAccountName"].as_str().unwrap();
+        let kubeconfig = support::chart_identity::token_kubeconfig(&ns, account);
+        let args: Vec<String> =
+            serde_json::from_value(pod["containers"][0]["args"].clone()).unwrap();
+        assert_eq!(args[1], format!("--namespace={ns}"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = std::process::Command::new(binary())
+            .env("KUBECONFIG", &kubeconfig)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     })
     .await;
