@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, EvictParams, PostParams};
+use kube::api::{EvictParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
@@ -69,11 +69,10 @@ pub async fn run(args: CheckWebhookArgs, target: Target) -> anyhow::Result<()> {
 
 /// One probe: the API server's answer, read; `Err` when it could not be asked.
 async fn send(pods: &Api<Pod>) -> Result<Outcome, String> {
+    // `?dryRun=All` on the request: the API server copies it into the Eviction's delete
+    // options (`propagateDryRun`) before the webhooks run.
     let params = EvictParams {
-        delete_options: Some(DeleteParams {
-            dry_run: true,
-            ..DeleteParams::default()
-        }),
+        delete_options: None,
         post_options: PostParams {
             dry_run: true,
             ..PostParams::default()
