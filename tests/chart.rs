@@ -594,6 +594,115 @@ fn the_charts_webhook_registration_is_the_one_the_operator_builds_without_a_ca()
 }
 
 #[test]
+fn with_host_network_the_webhook_port_is_the_nodes_and_the_pod_keeps_cluster_dns() {
+    let objects = rendered("{}\n", &[]);
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert!(
+        pod["hostNetwork"].is_null() && pod["dnsPolicy"].is_null(),
+        "{pod:#}"
+    );
+
+    let objects = rendered("intercept: {hostNetwork: true, port: 10260}\n", &[]);
+    let pod = &find(&objects, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["dnsPolicy"], "ClusterFirstWithHostNet");
+    let container = &pod["containers"][0];
+    let ports = container["ports"].as_array().unwrap();
+    assert!(
+        ports.contains(
+            &serde_json::json!({"name": "webhook", "containerPort": 10260, "protocol": "TCP"})
+        ),
+        "{ports:?}"
+    );
+    let args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
+    assert!(
+        args.contains(&"--intercept-port=10260".to_string()),
+        "{args:?}"
+    );
+    // The Service sends 443 to the port by its name, so the registration stays the same.
+    let service = find(&objects, "Service", Some("guard-disruption-guard"));
+    let webhook = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "webhook")
+        .unwrap();
+    assert_eq!(webhook["port"], 443);
+    assert_eq!(webhook["targetPort"], "webhook");
+}
+
+#[test]
+fn the_trial_values_scope_the_webhook_and_the_drain_watcher_to_one_namespace() {
+    let args = operator_args(&trial_values());
+    for flag in [
+        "--intercept-namespace-selector=kubernetes.io/metadata.name=shop",
+        "--drain-namespace-selector=kubernetes.io/metadata.name=shop",
+    ] {
+        assert!(args.contains(&flag.to_string()), "{flag} in {args:?}");
+    }
+    // Neither part is switched off.
+    assert!(!args.iter().any(|a| a == "--intercept=false"), "{args:?}");
+    // The defaults act everywhere: no selector at all.
+    let defaults = operator_args("{}\n");
+    assert!(
+        !defaults.iter().any(|a| a.contains("namespace-selector")),
+        "{defaults:?}"
+    );
+    // A selector the operator cannot read is refused naming the flag.
+    let bad = operator_args("intercept: {namespaceSelector: \"tier in ci\"}\n");
+    let out = check_config(&bad, &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--intercept-namespace-selector"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn helm_test_sends_the_webhook_probe_from_an_identity_of_its_own() {
+    let hooks = |values: &str| -> Vec<serde_json::Value> {
+        rendered(values, &[])
+            .into_iter()
+            .filter(|o| o["metadata"]["annotations"]["helm.sh/hook"] == "test")
+            .collect()
+    };
+    let objects = hooks("{}\n");
+    let pod = find(
+        &objects,
+        "Pod",
+        Some("guard-disruption-guard-check-webhook"),
+    );
+    let args: Vec<String> =
+        serde_json::from_value(pod["spec"]["containers"][0]["args"].clone()).unwrap();
+    assert_eq!(
+        args,
+        ["check-webhook", "--namespace=guard-system", "--timeout=60s"]
+    );
+    assert_eq!(
+        pod["spec"]["serviceAccountName"],
+        "guard-disruption-guard-check"
+    );
+    // The operator's ReplicaSet, Service and PDB select by these labels: not the check's.
+    let labels = &pod["metadata"]["labels"];
+    assert!(labels["app.kubernetes.io/name"].is_null(), "{labels}");
+    let role = find(&objects, "Role", Some("guard-disruption-guard-check"));
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}])
+    );
+    // The probe goes where the registration sends evictions: the first of `namespaces`.
+    let objects = hooks("namespaces: [shop, payments]\n");
+    let pod = find(&objects, "Pod", None);
+    assert_eq!(pod["spec"]["containers"][0]["args"][1], "--namespace=shop");
+    let binding = find(&objects, "RoleBinding", None);
+    assert_eq!(binding["metadata"]["namespace"], "shop");
+    // Off with the check or the webhook.
+    assert!(hooks("intercept: {check: {enabled: false}}\n").is_empty());
+    assert!(hooks("intercept: {enabled: false}\n").is_empty());
+}
+
+#[test]
 fn the_admission_policy_matches_the_operators_service_account_unless_turned_off() {
     let objects = rendered("{}\n", &[]);
     let policy = find(
@@ -1016,7 +1125,13 @@ fn values_for_every_flag_list() -> Vec<String> {
             .into(),
     );
     all.push("api: {tokenAudience: guard-eu, oidc: {issuers: [https://a.example]}}\nintercept: {enabled: false}\n".into());
+    all.push(trial_values());
     all
+}
+
+/// The documented values of a trial in one namespace.
+fn trial_values() -> String {
+    std::fs::read_to_string(chart().join("examples/trial-values.yaml")).unwrap()
 }
 
 /// Runs `disruption-guard operator --check-config` with `args` and the literal `env` of the
@@ -1058,7 +1173,7 @@ fn every_flag_list_the_chart_renders_is_one_the_operator_accepts() {
         );
         checked += 1;
     }
-    assert!(checked >= 7, "{checked} flag lists checked");
+    assert!(checked >= 8, "{checked} flag lists checked");
     // The check can fail: a bare CA file with two issuers is refused, naming what to do.
     let refused = check_config(
         &[

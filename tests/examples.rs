@@ -287,9 +287,8 @@ async fn job_uid(client: &Client, ns: &str, name: &str) -> String {
 }
 
 #[tokio::test]
-async fn argocd_hook_jobs_open_a_ready_window_and_the_closing_hooks_close_it() {
+async fn argocd_hook_jobs_open_a_ready_window_before_the_rollout_and_the_closing_hooks_close_it() {
     with_namespace(|client, ns| async move {
-        backend(&client, &ns).await;
         let op = operator_with_static_token(&ns).await;
         apply_argocd(&ns, None);
 
@@ -311,14 +310,22 @@ async fn argocd_hook_jobs_open_a_ready_window_and_the_closing_hooks_close_it() {
         let on_fail = hook(&jobs.get("shop-e2e-window-close-on-fail").await.unwrap());
         assert_eq!(
             [&open.0, &tests.0, &close.0, &on_fail.0],
-            ["PostSync", "PostSync", "PostSync", "SyncFail"]
+            ["PreSync", "PostSync", "PostSync", "SyncFail"]
         );
-        assert!(
-            open.1 < tests.1 && tests.1 < close.1,
-            "waves {open:?} {tests:?} {close:?}"
-        );
+        assert!(tests.1 < close.1, "waves {tests:?} {close:?}");
+        // What the open Job needs exists before it: PreSync hooks of an earlier wave.
+        for doc in argocd_manifests(&ns).iter().filter(|d| d["kind"] != "Job") {
+            let annotations = &doc["metadata"]["annotations"];
+            assert_eq!(annotations["argocd.argoproj.io/hook"], "PreSync", "{doc}");
+            let wave: i32 = annotations["argocd.argoproj.io/sync-wave"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(wave < open.1, "{doc}");
+        }
 
-        // A sync whose tests pass: PostSync open (wave 1) … PostSync close (wave 3).
+        // A sync whose tests pass: PreSync open, before the application exists …
         let uid = job_uid(&client, &ns, "shop-e2e-window-open").await;
         let name = format!("shop-e2e-{uid}");
         let out = run_job(&client, &ns, "shop-e2e-window-open", &op.api).await;
@@ -334,8 +341,39 @@ async fn argocd_hook_jobs_open_a_ready_window_and_the_closing_hooks_close_it() {
             ready,
             "the open Job returned before protection was in effect: {tw}"
         );
-        assert_eq!(tw["status"]["protected"]["workloads"], 1, "{tw}");
+        assert_eq!(tw["status"]["protected"]["workloads"], 0, "{tw}");
         assert_eq!(tw["spec"]["ci"]["provider"], "argocd");
+
+        // … then the sync's rollout: its new pod is protected by the open window, PDB and
+        // do-not-disrupt, without another call.
+        backend(&client, &ns).await;
+        wait::until(
+            "the rollout's new pod to be protected",
+            Duration::from_secs(30),
+            || async {
+                let pods = support::kubectl()
+                    .args(["get", "pods", "-n", &ns, "-l", "tier=backend", "-o", "json"])
+                    .output()
+                    .unwrap();
+                let pods: Value = serde_json::from_slice(&pods.stdout).unwrap();
+                let annotated = pods["items"].as_array().is_some_and(|items| {
+                    !items.is_empty()
+                        && items.iter().all(|p| {
+                            p["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+                        })
+                });
+                let tw = testwindow(&ns, &name).unwrap();
+                annotated && tw["status"]["protected"]["workloads"] == 1
+            },
+        )
+        .await;
+        let pdbs = support::kubectl()
+            .args(["get", "pdb", "-n", &ns, "-o", "name"])
+            .output()
+            .unwrap();
+        assert!(!pdbs.stdout.is_empty(), "no PDB over the new pod");
+
+        // The tests (PostSync) run here, protected.
         assert_eq!(tw["spec"]["ci"]["runId"], uid.as_str());
 
         // A retried pod of the same Job finds the same window.

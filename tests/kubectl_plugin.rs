@@ -185,7 +185,7 @@ fn krew_installs_the_rendered_manifest_from_a_release_archive_as_kubectl_guard()
     // krew's root under the test directory; no index, no network: the manifest and archive.
     let kubeconfig = support::kubeconfig();
     let krew_cmd = |root: &str, args: &[&str]| {
-        let mut cmd = kubectl(&bin, &kubeconfig);
+        let mut cmd = kubectl(&bin, kubeconfig);
         cmd.env("KREW_ROOT", dir.join(root))
             .args(args)
             .current_dir(&dir)
@@ -203,7 +203,7 @@ fn krew_installs_the_rendered_manifest_from_a_release_archive_as_kubectl_guard()
     let installed = dir.join("krew/bin/kubectl-guard");
     assert!(installed.exists(), "krew links {}", installed.display());
 
-    let mut guard = kubectl(&dir.join("krew/bin"), &kubeconfig);
+    let mut guard = kubectl(&dir.join("krew/bin"), kubeconfig);
     let help = stdout(&ok(guard.args(["guard", "close", "--help"])));
     assert!(help.contains("Usage: kubectl guard close"), "{help}");
     // A checksum that does not match is refused: krew checks what the manifest names.

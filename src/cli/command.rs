@@ -6,7 +6,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use super::client::{self, CloseArgs, GetArgs, OpenArgs, RenewArgs, RunArgs};
 use super::connection::Connection;
-use super::{completion, crd};
+use super::{check_webhook, completion, crd};
 use crate::operator::OperatorArgs;
 use crate::telemetry::LogFormat;
 
@@ -58,6 +58,9 @@ pub enum Command {
     Run(RunArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     Completion(completion::CompletionArgs),
+    /// Prove that the API server calls the eviction webhook: a dry-run eviction in `-n
+    /// NAMESPACE` the webhook must answer (exit 1 with what to check when it does not).
+    CheckWebhook(check_webhook::CheckWebhookArgs),
 }
 
 impl Command {
@@ -77,6 +80,16 @@ impl Command {
             }
             Command::Completion(a) => {
                 return completion::print(a.shell, Cli::command()).map(|()| ExitCode::SUCCESS);
+            }
+            Command::CheckWebhook(a) => {
+                let target = check_webhook::Target {
+                    kubeconfig: connection.kubeconfig.clone(),
+                    context: connection.context.clone(),
+                    namespace: connection.namespace.clone(),
+                };
+                return check_webhook::run(a, target)
+                    .await
+                    .map(|()| ExitCode::SUCCESS);
             }
             Command::Open(a) => C::Open(a),
             Command::Close(a) => C::Close(a),

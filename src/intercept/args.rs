@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use clap::Args;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::{certs, decide, registration};
 use crate::k8s::signals::Signal;
+use crate::operations::types::SelectorInput;
 use crate::runtime::limited_server::ConnectionLimits;
 
 /// Flags of the eviction interception.
@@ -24,6 +26,12 @@ pub struct InterceptArgs {
     /// HTTPS port of the webhook.
     #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_PORT", default_value_t = 9443)]
     pub intercept_port: u16,
+
+    /// Only hold evictions in namespaces whose labels match this selector (kubectl's `-l`
+    /// syntax, e.g. `kubernetes.io/metadata.name=shop`; every namespace when unset); applies on
+    /// top of --namespaces. Evictions elsewhere are allowed at once and start nothing.
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_NAMESPACE_SELECTOR", value_parser = namespace_selector)]
+    pub intercept_namespace_selector: Option<LabelSelector>,
 
     /// Let a held eviction through after this long, counted from the first deny of any
     /// replica (recorded on the Deployment); 1s to 15m (default: the Deployment's
@@ -132,10 +140,36 @@ impl InterceptArgs {
     }
 }
 
+/// Reads `--intercept-namespace-selector`; the error names the rule the text breaks.
+fn namespace_selector(text: &str) -> Result<LabelSelector, String> {
+    crate::operations::selector::parse(&SelectorInput::Text(text.to_string())).map(Into::into)
+}
+
 /// What the interception shares with the drain watcher's flags: which node states mean a
 /// drain (`--drain-signals`) and which Deployments count as lone replicas (`--max-replicas`).
 #[derive(Debug, Clone)]
 pub struct DrainLimits {
     pub signals: Vec<Signal>,
     pub max_replicas: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_selector_is_read_in_kubectls_syntax() {
+        let selector = namespace_selector("kubernetes.io/metadata.name=shop,tier in (ci)").unwrap();
+        assert_eq!(
+            selector.match_labels.unwrap()["kubernetes.io/metadata.name"],
+            "shop"
+        );
+        assert_eq!(selector.match_expressions.unwrap()[0].operator, "In");
+    }
+
+    #[test]
+    fn a_bad_namespace_selector_is_refused_naming_what_is_wrong() {
+        let err = namespace_selector("tier in ci").unwrap_err();
+        assert!(err.contains("tier in ci"), "{err}");
+    }
 }

@@ -27,6 +27,7 @@ use axum::{Json, Router};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::admission::AdmissionReview;
 use kube::core::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -37,7 +38,9 @@ use super::decide::{self, AllowReason, Eviction, Facts, Hold, Verdict};
 use super::denials::{Denials, Key, Skips};
 use super::limit::{Requester, ReviewLimiter};
 use super::metrics::{MALFORMED, NOT_SYNCED, OUT_OF_SCOPE, RATE_LIMITED, TIMEOUT};
+use super::probe;
 use super::review::{self, Parsed};
+use crate::k8s::selector;
 use crate::k8s::signals::Signal;
 use crate::resources::names::INTERCEPT_EVICTIONS;
 use crate::rollout::records;
@@ -88,6 +91,11 @@ pub struct Settings {
     pub timeout: Option<Duration>,
     /// `--namespaces`.
     pub namespaces: Arc<[String]>,
+    /// `--intercept-namespace-selector`: the labels a namespace must match (every namespace
+    /// when `None`).
+    pub namespace_selector: Option<LabelSelector>,
+    /// This replica's name, in the answer to the webhook probe.
+    pub replica: Arc<str>,
 }
 
 /// What the handler shares; cheap to clone.
@@ -159,11 +167,19 @@ impl InterceptState {
                 return review::allow_unreadable(&malformed);
             }
         };
+        // The probe proves the API server reaches this webhook: answered whatever the caches
+        // and the scope, and nothing is held, counted as a deny or set going.
+        if probe::is_probe(&eviction.name, eviction.dry_run) {
+            info!(namespace = %eviction.namespace, username = request.user_info.username.as_deref().unwrap_or_default(), "answering the webhook probe");
+            return review::answer_probe(&request, probe::answer(&self.settings.replica));
+        }
         if !self.synced.load(Ordering::Acquire) {
             metrics.allow(NOT_SYNCED);
             return review::allow(&request);
         }
-        if !in_scope(&self.settings.namespaces, &eviction.namespace) {
+        if !in_scope(&self.settings.namespaces, &eviction.namespace)
+            || !self.namespace_selected(&eviction.namespace)
+        {
             metrics.allow(OUT_OF_SCOPE);
             return review::allow(&request);
         }
@@ -224,6 +240,21 @@ impl InterceptState {
                 review::allow(&request)
             }
         }
+    }
+
+    /// Whether `--intercept-namespace-selector` (when set) selects the namespace, by its labels
+    /// in the cache (a namespace the cache does not hold is not selected).
+    fn namespace_selected(&self, namespace: &str) -> bool {
+        let Some(wanted) = &self.settings.namespace_selector else {
+            return true;
+        };
+        self.stores
+            .namespaces
+            .get(&ObjectRef::new(namespace))
+            .is_some_and(|ns| {
+                let labels = ns.metadata.labels.clone().unwrap_or_default();
+                selector::matches(wanted, &labels)
+            })
     }
 
     /// One Event per (pod, reason) for an eviction a rollout cannot save (never for a dry run).

@@ -94,6 +94,8 @@ fn fixture(strategy: Value, opted_out_namespace: bool) -> Fixture {
             max_replicas: 1,
             timeout: Some(Duration::from_secs(60)),
             namespaces: Arc::from(Vec::new()),
+            namespace_selector: None,
+            replica: Arc::from("guard-0"),
         }),
         denials: Arc::default(),
         skips: Arc::default(),
@@ -185,6 +187,46 @@ async fn a_v1beta1_eviction_is_held_the_same_way() {
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 429);
     assert_eq!(f.actions.rollouts.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_probe_is_answered_with_the_replicas_name_even_before_the_caches_sync() {
+    let f = fixture(rolling(), false);
+    f.state
+        .synced
+        .store(false, std::sync::atomic::Ordering::Release);
+    let probe = super::super::probe::POD;
+    let response = post(&f.state, body("v1", probe, json!({}), true)).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 400);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.contains("answered by guard-0"), "{message}");
+    // Not a deny: nothing held, counted or set going.
+    assert!(metrics(&f.state).contains("intercept_denied_total 0\n"));
+    assert!(f.actions.rollouts.lock().unwrap().is_empty());
+    // A real eviction of a pod so named is no probe.
+    let response = post(&f.state, body("v1", probe, json!({}), false)).await;
+    assert_eq!(response["allowed"], true);
+}
+
+#[tokio::test]
+async fn an_eviction_in_a_namespace_the_selector_leaves_out_is_allowed_and_starts_nothing() {
+    let mut f = fixture(rolling(), false);
+    let mut settings = (*f.state.settings).clone();
+    settings.namespace_selector =
+        Some(serde_json::from_value(json!({"matchLabels": {"team": "shop"}})).unwrap());
+    f.state.settings = Arc::new(settings.clone());
+    let response = post(&f.state, body("v1", "web-abc", json!({}), false)).await;
+    assert_eq!(response["allowed"], true);
+    assert!(f.actions.rollouts.lock().unwrap().is_empty());
+    assert!(metrics(&f.state).contains("intercept_allowed_total{reason=\"out_of_scope\"} 1\n"));
+    // The namespace's own labels selected: held as without a selector.
+    settings.namespace_selector = Some(
+        serde_json::from_value(json!({"matchLabels": {INTERCEPT_EVICTIONS: "true"}})).unwrap(),
+    );
+    f.state.settings = Arc::new(settings);
+    let response = post(&f.state, body("v1", "web-abc", json!({}), false)).await;
+    assert_eq!(response["allowed"], false);
 }
 
 #[tokio::test]

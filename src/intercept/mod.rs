@@ -12,6 +12,8 @@
 //!   that could hold an eviction (over it: allowed, nothing set going);
 //! - [`act`]: what a deny sets going beside the answer — the shared rollout, Events, the wait
 //!   for the old pod;
+//! - [`probe`]: the dry-run eviction that proves the API server reaches the webhook, and
+//!   the answer it gets;
 //! - [`certs`]: the serving certificate and its CA, kept in a Secret all replicas share;
 //! - [`tls`]: the HTTPS server, whose certificate is swapped without a restart;
 //! - [`registration`]: the `ValidatingWebhookConfiguration` that sends evictions here;
@@ -30,6 +32,7 @@ pub mod handler;
 pub mod health;
 pub mod limit;
 mod metrics;
+pub mod probe;
 pub mod registration;
 pub mod review;
 mod run;

@@ -123,10 +123,28 @@ pub fn deny(
     request: &AdmissionRequest<DynamicObject>,
     message: String,
 ) -> AdmissionReview<DynamicObject> {
+    denied(request, message, 429, TOO_MANY_REQUESTS)
+}
+
+/// Answers the webhook probe (a dry run of a pod that does not exist: see
+/// [`probe`](super::probe)): denied with code 400, reason `BadRequest`, `message`.
+pub fn answer_probe(
+    request: &AdmissionRequest<DynamicObject>,
+    message: String,
+) -> AdmissionReview<DynamicObject> {
+    denied(request, message, 400, "BadRequest")
+}
+
+fn denied(
+    request: &AdmissionRequest<DynamicObject>,
+    message: String,
+    code: u16,
+    reason: &str,
+) -> AdmissionReview<DynamicObject> {
     let mut response = AdmissionResponse::from(request).deny(message);
     response.result.status = Some(StatusSummary::Failure);
-    response.result.code = 429;
-    response.result.reason = TOO_MANY_REQUESTS.into();
+    response.result.code = code;
+    response.result.reason = reason.into();
     response.into_review()
 }
 

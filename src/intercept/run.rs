@@ -72,6 +72,8 @@ where
             max_replicas: limits.max_replicas,
             timeout: args.intercept_timeout,
             namespaces: runtime.namespaces.clone(),
+            namespace_selector: args.intercept_namespace_selector.clone(),
+            replica: runtime.identity.clone(),
         }),
         denials,
         skips: Arc::new(denials::Skips::default()),

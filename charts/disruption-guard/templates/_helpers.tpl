@@ -129,3 +129,17 @@ CA would vouch for all of them), and a `caBundles` key that is not an issuer.
 - --oidc-ca-file={{ $issuer }}=/etc/disruption-guard/oidc-ca/issuer-{{ $i }}.crt
 {{- end -}}
 {{- end -}}
+
+{{/*
+Namespace the webhook check sends its probe in: intercept.check.namespace, else the first of
+`namespaces` (the registration sends only those), else the release namespace.
+*/}}
+{{- define "disruption-guard.checkNamespace" -}}
+{{- if .Values.intercept.check.namespace -}}
+{{- .Values.intercept.check.namespace -}}
+{{- else if .Values.namespaces -}}
+{{- first .Values.namespaces -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
