@@ -12,18 +12,9 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::operator::{Operator, binary};
+use support::window_fields::field as window_field;
 use support::windows::lone_pod_on_private_node;
-use support::{kubeconfig, kubectl, kubernetes_bin, with_namespace};
-
-/// The window `name` in `ns` as kubectl shows it through `jsonpath`.
-fn window_field(ns: &str, name: &str, jsonpath: &str) -> String {
-    let out = kubectl()
-        .args(["get", "tw", name, "-n", ns, "-o"])
-        .arg(format!("jsonpath={jsonpath}"))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use support::{kubeconfig, kubernetes_bin, with_namespace};
 
 /// The command `run` wraps: a drain starts (the pod's node is cordoned), and the tests go on
 /// until the window has seen the eviction it blocks (at most 30 s).

@@ -15,7 +15,8 @@ use kube::{Api, Client};
 use serde_json::Value;
 use support::fixtures::deployment;
 use support::operator::{Operator, binary};
-use support::{kubectl, wait, with_namespace};
+use support::window_fields::{field as window_field, ready};
+use support::{wait, with_namespace};
 
 /// The client binary aimed at `op`'s API in namespace `ns`.
 fn client(op: &Operator, ns: &str) -> Command {
@@ -29,25 +30,6 @@ fn client(op: &Operator, ns: &str) -> Command {
 
 fn text(out: &[u8]) -> String {
     String::from_utf8_lossy(out).into_owned()
-}
-
-/// The window `name` in `ns` as kubectl shows it through `jsonpath`.
-fn window_field(ns: &str, name: &str, jsonpath: &str) -> String {
-    let out = kubectl()
-        .args(["get", "tw", name, "-n", ns, "-o"])
-        .arg(format!("jsonpath={jsonpath}"))
-        .output()
-        .unwrap();
-    text(&out.stdout)
-}
-
-/// `Ready`'s status and reason, e.g. `True NoPodsSelected`.
-fn ready(ns: &str, name: &str) -> String {
-    window_field(
-        ns,
-        name,
-        r#"{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}"#,
-    )
 }
 
 /// How many times the operator published the Warning `reason` on the window `name` (an Event
