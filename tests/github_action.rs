@@ -8,57 +8,28 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::PostParams;
+use support::action::{local_action_run, node_step};
 use support::fixtures::deployment;
 use support::operator::Operator;
-use support::{repo_root, wait, with_namespace};
-
-fn node_step(script: &str, env: &[(&str, String)]) -> std::process::Output {
-    let mut cmd = Command::new("node");
-    cmd.arg(repo_root().join("examples/github-action").join(script));
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("node (Node.js) runs the action")
-}
+use support::window_fields::field as window_field;
+use support::{repo_root, runner_files, wait, with_namespace};
 
 /// Runs `post` as the runner does: with the step's environment `env`, and `STATE_<name>` for
-/// every `name=value` line `main` appended to `GITHUB_STATE` (the file `state`).
+/// every entry `main` appended to `GITHUB_STATE` (the file `state`).
 fn post_step(env: &[(&str, String)], state: &Path) -> std::process::Output {
-    let saved: Vec<(String, String)> = std::fs::read_to_string(state)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let (k, v) = line.split_once('=').unwrap();
-            (format!("STATE_{k}"), v.to_string())
-        })
+    let saved: Vec<(String, String)> = runner_files::read(state)
+        .into_iter()
+        .map(|(k, v)| (format!("STATE_{k}"), v))
         .collect();
     let mut post_env = env.to_vec();
     post_env.extend(saved.iter().map(|(k, v)| (k.as_str(), v.clone())));
     node_step("post.js", &post_env)
-}
-
-/// The window `name` in `ns` as kubectl shows it through `jsonpath`.
-fn window_field(ns: &str, name: &str, jsonpath: &str) -> String {
-    let out = support::kubectl()
-        .args([
-            "get",
-            "tw",
-            name,
-            "-n",
-            ns,
-            "-o",
-            &format!("jsonpath={jsonpath}"),
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The phase of the window `name` in `ns`, as kubectl shows it.
@@ -113,12 +84,7 @@ async fn the_action_opens_a_ready_window_in_main_and_closes_it_in_post() {
             stdout.starts_with("::add-mask::unused-without-auth\n"),
             "the token is masked before anything else is printed: {stdout}"
         );
-        let outputs = std::fs::read_to_string(&output).unwrap();
-        let name = outputs
-            .lines()
-            .find_map(|l| l.strip_prefix("window="))
-            .expect("window= in GITHUB_OUTPUT")
-            .to_string();
+        let name = runner_files::value(&output, "window").expect("window in GITHUB_OUTPUT");
         assert_eq!(
             phase_and_ready(&ns, &name),
             "Active True",
@@ -209,14 +175,14 @@ async fn without_a_token_the_action_uses_the_jobs_id_token_from_the_runner_in_ma
             .expect("the id-token is masked");
         assert_eq!(minted.split('.').count(), 3, "a JWT is masked: {main}");
         assert!(
-            main.find("::add-mask::") < main.find("is open"),
+            main.starts_with("::add-mask::"),
             "masked before anything else is printed: {main}"
         );
-        let name = std::fs::read_to_string(&output)
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("window=").map(str::to_string))
-            .expect("window= in GITHUB_OUTPUT");
+        assert!(
+            main.contains("::warning title=disruption-guard: no pod selected::"),
+            "the namespace has no pod: {main}"
+        );
+        let name = runner_files::value(&output, "window").expect("window in GITHUB_OUTPUT");
         assert_eq!(phase_and_ready(&ns, &name), "Active True");
 
         let asked_by_main = runner.audiences().len();
@@ -294,12 +260,7 @@ async fn each_leg_of_a_matrix_job_opens_its_own_window_and_its_post_closes_only_
                 main.status.success() && !stdout.contains("::error::"),
                 "leg {leg}, main step: {stdout}"
             );
-            let name = std::fs::read_to_string(&output)
-                .unwrap()
-                .lines()
-                .find_map(|l| l.strip_prefix("window="))
-                .expect("window= in GITHUB_OUTPUT")
-                .to_string();
+            let name = runner_files::value(&output, "window").expect("window in GITHUB_OUTPUT");
             legs.push((name, env, state));
         }
         let (first, second) = (legs[0].0.clone(), legs[1].0.clone());
@@ -339,48 +300,6 @@ async fn each_leg_of_a_matrix_job_opens_its_own_window_and_its_post_closes_only_
         .await;
     })
     .await;
-}
-
-/// The `@github/local-action` release the action is tested with.
-const LOCAL_ACTION_VERSION: &str = "7.0.1";
-
-/// The `local-action` command, installed once per test binary.
-fn local_action() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let out = Command::new(repo_root().join("tests/tools/npm-tool"))
-            .args(["@github/local-action", LOCAL_ACTION_VERSION, "local-action"])
-            .output()
-            .expect("running tests/tools/npm-tool");
-        assert!(
-            out.status.success(),
-            "installing @github/local-action failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-}
-
-/// Runs the action with `local-action run examples/github-action main.js DOTENV`, adding
-/// `--post post.js` when `post`: one node process runs `main`'s `run()` and then `post`'s, with
-/// the inputs and environment of the dotenv file. It runs in local-action's install directory,
-/// where `npm exec` finds its tsx and `npm ls` finds the `@actions/core` that local-action
-/// replaces with its stub; the stub then answers the action's `require('@actions/core')`.
-fn local_action_run(dotenv: &Path, post: bool) -> Output {
-    let bin = local_action();
-    // <install directory>/node_modules/.bin/local-action
-    let install = bin.ancestors().nth(3).unwrap();
-    let action = repo_root().join("examples/github-action");
-    let mut cmd = Command::new(bin);
-    cmd.arg("run").arg(&action).arg("main.js").arg(dotenv);
-    if post {
-        // Absolute: local-action 7.0.1 resolves --post before it knows the action's directory.
-        cmd.arg("--post").arg(action.join("post.js"));
-    }
-    cmd.current_dir(install)
-        .env("FORCE_COLOR", "0")
-        .output()
-        .expect("running local-action")
 }
 
 /// `@github/local-action` runs `main` against the operator: the window it opens is Active and
@@ -571,8 +490,8 @@ fn the_action_retries_an_unreachable_guard_then_fails_or_with_fail_open_goes_on_
         "{stdout}"
     );
     assert_eq!(
-        std::fs::read_to_string(&output).unwrap(),
-        "protected=false\n"
+        runner_files::read(&output),
+        [("protected".to_string(), "false".to_string())]
     );
     assert_eq!(
         std::fs::read_to_string(&state).unwrap(),

@@ -11,9 +11,49 @@ function input(name, required) {
   return value;
 }
 
+// One `name<<DELIMITER` … `DELIMITER` entry of the runner's file commands (GITHUB_OUTPUT,
+// GITHUB_STATE), as @actions/core writes it: any value, lines included, is carried whole. The
+// delimiter is random and drawn again until it occurs in neither name nor value, so no value can
+// end the entry early and set another output. `random` is a parameter for the unit tests.
+function fileCommand(name, value, random = () => crypto.randomUUID()) {
+  const text = String(value);
+  let delimiter;
+  do {
+    delimiter = `ghadelimiter_${random()}`;
+  } while (name.includes(delimiter) || text.includes(delimiter));
+  return `${name}<<${delimiter}\n${text}\n${delimiter}\n`;
+}
+
 function appendTo(fileVar, key, value, env = process.env) {
   const file = env[fileVar];
-  if (file) fs.appendFileSync(file, `${key}=${value}\n`);
+  if (file) fs.appendFileSync(file, fileCommand(key, value));
+}
+
+// Text made safe as the data of a workflow command (`::warning::…`): one line, `%` escaped, as
+// the runner unescapes it.
+function commandData(text) {
+  return String(text).replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
+}
+
+// Whether the window (a WindowView) is Ready over no pod: `Ready` True with reason
+// `NoPodsSelected`. It is kept open, protecting nothing until a pod it selects appears.
+function selectsNoPod(window) {
+  const ready = ((window && window.conditions) || []).find((c) => c.type === 'Ready');
+  return Boolean(ready && ready.status === 'True' && ready.reason === 'NoPodsSelected');
+}
+
+// The `::warning::` for a window Ready over no pod, naming the selector to check; null for any
+// other window.
+function noPodWarning(window, namespace) {
+  if (!selectsNoPod(window)) return null;
+  const selector = selectorText(window.selector);
+  const check = selector
+    ? `check the selector ${selector}`
+    : 'the namespace has no pod (DaemonSet pods count only with protect.daemonSets)';
+  return `::warning title=disruption-guard: no pod selected::${commandData(
+    `window ${window.name} selects no pod in ${namespace}: ${check}; nothing is protected `
+    + '(require-pods: true makes this an error)',
+  )}`;
 }
 
 // The lines of `token` to mask, each on its own (a mask covers one line); none for an empty one.
@@ -209,11 +249,14 @@ function mdCell(value) {
 
 // The step summary of a closed window, as Markdown: a heading with the verdict and a table of
 // the close's answer (`window`, a WindowView). Protection is released by the time the close
-// answers, so what was protected comes from main (`atOpen`: `workloads`, `pods`, `nodes` once
-// the window was Ready), or is null when main let the job go on without it (fail-open).
+// answers: what was protected is the report's `peakProtected` (the most at once while open),
+// or, from a guard whose report lacks it, what main saw (`atOpen`: `workloads`, `pods`,
+// `nodes` once the window was Ready); `atOpen` is null when main let the job go on without
+// protection (fail-open).
 function summaryMarkdown(window, atOpen) {
   const w = window || {};
   const r = w.report || {};
+  const held = atOpen && (r.peakProtected || atOpen);
   const count = (n, one, many) => `${n || 0} ${(n || 0) === 1 ? one : many}`;
   const names = (list) => (list && list.length ? `: ${list.join(', ')}` : '');
   const verdict = r.clean
@@ -230,10 +273,7 @@ function summaryMarkdown(window, atOpen) {
     ['Ended', w.endedAt
       ? `${w.endedAt}${Number.isNaN(opened) || Number.isNaN(ended) ? '' : ` (open ${goDuration(ended - opened)})`}`
       : ''],
-    ['Protected', atOpen
-      ? `${count(atOpen.pods, 'pod', 'pods')} on ${count(atOpen.nodes, 'node', 'nodes')}, `
-        + `${count(atOpen.workloads, 'workload', 'workloads')} under a PodDisruptionBudget`
-      : 'not in effect when the job went on (fail-open)'],
+    ['Protected', protectedCell(held)],
     ['Evictions blocked', r.evictionsBlocked || 0],
     ['Pods disrupted', `${r.podsDisrupted || 0}${names(r.disruptedPods)}`],
     ['Nodes disrupted', `${(r.nodesDisrupted || []).length}${names(r.nodesDisrupted)}`],
@@ -247,6 +287,15 @@ function summaryMarkdown(window, atOpen) {
     ...rows.map(([k, v]) => `| ${k} | ${mdCell(v)} |`),
     '',
   ].join('\n');
+}
+
+// The summary's Protected cell: `held` (`workloads`, `pods`, `nodes`), or null for fail-open.
+function protectedCell(held) {
+  const count = (n, one, many) => `${n || 0} ${(n || 0) === 1 ? one : many}`;
+  if (!held) return 'not in effect when the job went on (fail-open)';
+  if (!held.pods && !held.workloads && !held.nodes) return 'nothing: the window selected no pod';
+  return `${count(held.pods, 'pod', 'pods')} on ${count(held.nodes, 'node', 'nodes')}, `
+    + `${count(held.workloads, 'workload', 'workloads')} under a PodDisruptionBudget`;
 }
 
 // The wait a Retry-After header asks for at `nowMs`: seconds or an HTTP-date; null when neither.
@@ -345,4 +394,5 @@ async function call(method, url, token, body, retryForMs = 120000, timeoutMs = 9
 module.exports = {
   input, stepIO, call, durationMs, retryAfterMs, retryDelay, guardFailure, CallError,
   maskCommands, newNonce, idempotencyKey, idTokenRequest, jwtExpiryMs, requestIdToken, bearer, goDuration, selectorText, mdCell, summaryMarkdown,
+  fileCommand, commandData, selectsNoPod, noPodWarning,
 };

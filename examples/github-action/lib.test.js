@@ -8,8 +8,41 @@ const path = require('path');
 const {
   durationMs, retryAfterMs, retryDelay, guardFailure, CallError, maskCommands, newNonce,
   idempotencyKey, goDuration, selectorText, mdCell, summaryMarkdown, stepIO, idTokenRequest,
-  jwtExpiryMs, bearer,
+  jwtExpiryMs, bearer, fileCommand, commandData, selectsNoPod, noPodWarning,
 } = require('./lib');
+
+test('file commands carry any value whole, under a delimiter that occurs in neither part', () => {
+  const report = JSON.stringify({ evictionsBlocked: 1 }, null, 2);
+  assert.strictEqual(fileCommand('report', report, () => 'd1'),
+    `report<<ghadelimiter_d1\n${report}\nghadelimiter_d1\n`);
+  // A value that holds the first delimiter drawn (say, one a step printed): a new one is drawn.
+  const draws = ['aa', 'bb'];
+  const forged = 'x\nghadelimiter_aa\nprotected=true';
+  assert.strictEqual(fileCommand('reason', forged, () => draws.shift()),
+    `reason<<ghadelimiter_bb\n${forged}\nghadelimiter_bb\n`);
+  const random = fileCommand('window', 'tw-1').split('\n');
+  assert.match(random[0], /^window<<ghadelimiter_[0-9a-f-]{36}$/);
+  assert.deepStrictEqual(random.slice(1), ['tw-1', random[0].split('<<')[1], '']);
+});
+
+test('a window Ready over no pod gets one warning naming its selector', () => {
+  const ready = (reason, status = 'True') => ({
+    name: 'tw-1',
+    selector: { matchLabels: { tier: 'backnd' } },
+    conditions: [{ type: 'Ready', status, reason }],
+  });
+  assert.ok(selectsNoPod(ready('NoPodsSelected')));
+  assert.ok(!selectsNoPod(ready('Protected')));
+  assert.ok(!selectsNoPod(ready('NoPodsSelected', 'False')));
+  assert.ok(!selectsNoPod({}));
+  assert.strictEqual(noPodWarning(ready('Protected'), 'shop'), null);
+  assert.strictEqual(noPodWarning(ready('NoPodsSelected'), 'shop'),
+    '::warning title=disruption-guard: no pod selected::window tw-1 selects no pod in shop: '
+    + 'check the selector tier=backnd; nothing is protected (require-pods: true makes this an error)');
+  const all = noPodWarning({ ...ready('NoPodsSelected'), selector: {} }, 'shop');
+  assert.match(all, /selects no pod in shop: the namespace has no pod/);
+  assert.strictEqual(commandData('50%\r\nnext'), '50%25%0D%0Anext');
+});
 
 test('durations are Go durations', () => {
   assert.strictEqual(durationMs('2m'), 120000);
@@ -176,6 +209,17 @@ test('the step summary names what was disrupted, and protection that never was',
   assert.ok(!summaryMarkdown({ ...closed, endedAt: undefined }, null).includes('(open'));
 });
 
+test('the step summary says what the window protected at most, and when that was nothing', () => {
+  const peak = { workloads: 2, pods: 3, nodes: 2 };
+  const md = summaryMarkdown({ ...closed, report: { ...closed.report, peakProtected: peak } },
+    { workloads: 1, pods: 1, nodes: 1 });
+  assert.ok(md.includes('| Protected | 3 pods on 2 nodes, 2 workloads under a PodDisruptionBudget |'), md);
+  const none = { workloads: 0, pods: 0, nodes: 0 };
+  const empty = summaryMarkdown({ ...closed, report: { ...closed.report, peakProtected: none } },
+    { workloads: 0, pods: 0, nodes: 0 });
+  assert.ok(empty.includes('| Protected | nothing: the window selected no pod |'), empty);
+});
+
 test('the root action.yml offers what examples/github-action/action.yml offers', () => {
   const head = (file) => fs.readFileSync(file, 'utf8').split(/^runs:/m)[0];
   const root = path.join(__dirname, '..', '..', 'action.yml');
@@ -216,8 +260,10 @@ test('on a runner, outputs, state and the summary go through the files, and noth
     await io.summary('### report\n');
   });
   assert.deepStrictEqual(lines, ['::add-mask::s3cr3t']);
-  assert.strictEqual(fs.readFileSync(env.GITHUB_OUTPUT, 'utf8'), 'window=tw-1\n');
-  assert.strictEqual(fs.readFileSync(env.GITHUB_STATE, 'utf8'), 'namespace=shop\n');
+  assert.match(fs.readFileSync(env.GITHUB_OUTPUT, 'utf8'),
+    /^window<<(ghadelimiter_[0-9a-f-]{36})\ntw-1\n\1\n$/);
+  assert.match(fs.readFileSync(env.GITHUB_STATE, 'utf8'),
+    /^namespace<<(ghadelimiter_[0-9a-f-]{36})\nshop\n\1\n$/);
   assert.strictEqual(fs.readFileSync(env.GITHUB_STEP_SUMMARY, 'utf8'), '### report\n');
   assert.strictEqual(io.state('window'), 'tw-from-main');
   assert.strictEqual(io.state('protection'), '');

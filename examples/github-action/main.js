@@ -2,7 +2,7 @@
 // tools such as @github/local-action require it and call `run`.
 'use strict';
 const {
-  input, stepIO, call, durationMs, guardFailure, newNonce, idempotencyKey, bearer,
+  input, stepIO, call, durationMs, guardFailure, newNonce, idempotencyKey, bearer, noPodWarning,
 } = require('./lib');
 
 async function open(io) {
@@ -27,6 +27,8 @@ async function open(io) {
     // Made once, before the retries: a retried open finds the window a lost attempt made, and
     // each leg of a matrix job (same run, attempt and job id) opens its own window.
     idempotencyKey: idempotencyKey({ key: input('key'), env: process.env, nonce: newNonce() }),
+    // The guard refuses (422) a window Ready over no pod, and closes it again.
+    requirePods: input('require-pods') === 'true' || undefined,
   };
   const timeout = input('wait-timeout') || '60s';
   const url = `${server}/v1/namespaces/${encodeURIComponent(namespace)}/windows?wait=true&timeout=${encodeURIComponent(timeout)}`;
@@ -54,7 +56,13 @@ async function open(io) {
   io.saveState('protection', JSON.stringify({ workloads, pods, nodes }));
   io.output('window', name);
   io.output('protected', 'true');
-  console.log(`disruption-guard: window ${namespace}/${name} is open and protection is in effect`);
+  io.output('report', JSON.stringify(window.report || {}));
+  const warning = noPodWarning(window, namespace);
+  if (warning) {
+    console.log(warning);
+  } else {
+    console.log(`disruption-guard: window ${namespace}/${name} is open and protection is in effect`);
+  }
 }
 
 // The step: a failure is an error annotation and a failed step (exit code 1).

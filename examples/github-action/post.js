@@ -48,6 +48,7 @@ async function close(io) {
     throw err;
   }
   const report = closed.report || {};
+  io.output('report', JSON.stringify(report));
   console.log(`disruption-guard: window ${namespace}/${name} closed`);
   console.log(JSON.stringify(report, null, 2));
   if ((report.podsDisrupted || 0) > 0) {

@@ -50,7 +50,7 @@ fn view(status: StatusCode, tw: &crate::resources::TestWindow) -> Response {
         (status = 400, description = "Malformed JSON or selector", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not allowed in this namespace, or refused by its ResourceQuota; or, with a CI token, the ttl, selector or `protect.daemonSets` is outside the bounds of every CITrust granting it `open` (the detail names the field)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Name taken, or the namespace is being deleted, or (with `wait`) the window ended before its protection was in effect", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid ttl, name or reason; or the Idempotency-Key was already used with another request (type `…/idempotency-key-reused`, the detail names the key)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid ttl, name or reason; or the Idempotency-Key was already used with another request (type `…/idempotency-key-reused`, the detail names the key); or `requirePods` without `wait`; or, with `requirePods` and `wait`, the window is Ready over no pod (type `…/no-pods-selected`, the detail names `requirePods` and the selector, `window` holds its state): it was closed again", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Not Ready within the timeout; `window` holds its state", body = Problem, content_type = "application/problem+json"),
         Refused, RateLimitedOrTooManyWaits, BodyRefused,
     ),
@@ -65,6 +65,13 @@ pub async fn open(
 ) -> Result<Response, ApiError> {
     let wait = query.timeout()?;
     let mut req: OpenRequest = parse_body(&headers, &body)?;
+    if req.require_pods && wait.is_none() {
+        return Err(ApiError::Unprocessable(
+            "requirePods: needs ?wait=true: whether the window selects a pod is known once it \
+             is Ready"
+                .into(),
+        ));
+    }
     if let Some(ci) = &who.ci {
         let limits = state.windows.limits();
         let default = limits.default.min(limits.max);
@@ -96,7 +103,12 @@ pub async fn open(
     info!(namespace = %ns, window = %name, created, identity = %who.name, "window opened");
     let tw = match wait {
         // Ended while the client waited (e.g. a short ttl ran out first) is a 409 at once.
-        Some(timeout) => state.windows.wait_ready(&ns, &name, timeout, tw).await?,
+        Some(timeout) => {
+            let require_pods = req.require_pods;
+            (state.windows)
+                .wait_ready(&ns, &name, timeout, tw, require_pods)
+                .await?
+        }
         None => tw,
     };
     let status = if created {

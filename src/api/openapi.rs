@@ -10,8 +10,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use super::handlers;
 use crate::operations::problem::Problem;
 use crate::operations::types::{
-    CiMeta, ConditionView, OpenRequest, ProtectInput, ProtectedView, RenewRequest, ReportView,
-    SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
+    CiMeta, ConditionView, OpenRequest, PeakView, ProtectInput, ProtectedView, RenewRequest,
+    ReportView, SelectorInput, SelectorObject, SelectorRequirement, WindowList, WindowView,
 };
 use crate::resources::OpenedBy;
 
@@ -30,7 +30,7 @@ use crate::resources::OpenedBy;
     ),
     components(schemas(
         OpenRequest, RenewRequest, WindowView, WindowList, SelectorInput, SelectorObject,
-        SelectorRequirement, CiMeta, OpenedBy, ProtectInput, ProtectedView, ReportView, ConditionView, Problem
+        SelectorRequirement, CiMeta, OpenedBy, ProtectInput, ProtectedView, PeakView, ReportView, ConditionView, Problem
     )),
     modifiers(&Bearer),
     tags(

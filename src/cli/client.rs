@@ -41,6 +41,10 @@ pub struct OpenArgs {
     /// Do not wait until protection is in effect.
     #[arg(long)]
     pub no_wait: bool,
+    /// Fail (exit 65) when the window, once Ready, selects no pod, and close it again; without
+    /// it such a window is kept, with a warning on stderr.
+    #[arg(long, conflicts_with = "no_wait")]
+    pub require_pods: bool,
     /// How long to wait for protection to be in effect.
     #[arg(long, default_value = "2m", value_parser = duration::parse)]
     pub wait_timeout: Duration,
@@ -169,6 +173,7 @@ impl OpenArgs {
                 .protect_daemon_sets
                 .then_some(ProtectInput { daemon_sets: true }),
             idempotency_key: None,
+            require_pods: self.require_pods,
         }
     }
 }
@@ -221,6 +226,9 @@ async fn dispatch(conn: &Connection, cmd: ClientCommand) -> Result<ExitCode, Cli
             } else {
                 wait::until_ready(&backend, ns, &view.name, &req, &key, args.wait_timeout).await?
             };
+            if let Some(warning) = output::no_pod_warning(&view) {
+                eprintln!("{warning}");
+            }
             print!("{}", output::window(&view, fmt, false));
         }
         ClientCommand::Get(args) => {

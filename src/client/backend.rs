@@ -58,13 +58,18 @@ impl Backend {
         }
     }
 
-    /// Opens a window (does not wait for Ready).
+    /// Opens a window (does not wait for Ready). `requirePods` is a condition of the wait
+    /// ([`Backend::wait_ready`]), so the open itself never asks it.
     pub async fn open(
         &self,
         ns: &str,
         req: &OpenRequest,
         key: Option<&str>,
     ) -> Result<WindowView, ClientError> {
+        let req = &OpenRequest {
+            require_pods: false,
+            ..req.clone()
+        };
         match self {
             Backend::Http(h) => {
                 let mut r = h.client.post(h.url(ns, "")).json(req);
@@ -147,7 +152,8 @@ impl Backend {
     /// Waits until the window `name`, opened with `req` and `key`, is Ready, for at most
     /// `timeout`: through the API, the same open asked again (the key finds the window the
     /// first made) with `?wait=true`, which the server answers once protection is in effect,
-    /// with one watch. A window that ended first is a 409: it will never be Ready.
+    /// with one watch. A window that ended first is a 409: it will never be Ready. With
+    /// `req.require_pods`, a window Ready over no pod is closed and the answer is a 422.
     pub async fn wait_ready(
         &self,
         ns: &str,
@@ -171,7 +177,10 @@ impl Backend {
             }
             Backend::Kube(w) => {
                 let last = w.get(ns, name).await?;
-                waited(w.wait_ready(ns, name, timeout, last).await)
+                waited(
+                    w.wait_ready(ns, name, timeout, last, req.require_pods)
+                        .await,
+                )
             }
         }
     }

@@ -3,7 +3,9 @@
 
 use clap::ValueEnum;
 
-use crate::operations::types::{SelectorObject, WindowView};
+use crate::operations::selector;
+use crate::operations::types::{PeakView, SelectorObject, WindowView};
+use crate::resources::Phase;
 
 /// Output format of data on stdout.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -23,24 +25,32 @@ pub enum Format {
 
 /// A selector in `kubectl -l` syntax.
 pub fn selector_text(sel: &SelectorObject) -> String {
-    let mut parts: Vec<String> = sel
-        .match_labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    for r in &sel.match_expressions {
-        parts.push(match r.operator.as_str() {
-            "Exists" => r.key.clone(),
-            "DoesNotExist" => format!("!{}", r.key),
-            "In" => format!("{} in ({})", r.key, r.values.join(",")),
-            _ => format!("{} notin ({})", r.key, r.values.join(",")),
-        });
-    }
-    if parts.is_empty() {
+    let text = selector::text(sel);
+    if text.is_empty() {
         "<all pods>".into()
     } else {
-        parts.join(",")
+        text
     }
+}
+
+/// The warning for a window Ready over no pod (`None` otherwise): a selector with a typo must
+/// not read as protection.
+pub fn no_pod_warning(w: &WindowView) -> Option<String> {
+    if !w.selects_no_pod() {
+        return None;
+    }
+    let check = match selector::text(&w.selector) {
+        text if text.is_empty() => {
+            "the namespace has no pod (DaemonSet pods count only with --protect-daemon-sets)"
+                .to_string()
+        }
+        text => format!("check -l {text}"),
+    };
+    Some(format!(
+        "warning: window {} selects no pod in {}: {check}; nothing is protected \
+         (--require-pods makes this an error)",
+        w.name, w.namespace
+    ))
 }
 
 /// Rows of windows as a table; `wide` adds the reason, times and CI columns, `namespaces` a
@@ -126,23 +136,58 @@ pub fn table(windows: &[WindowView], wide: bool, namespaces: bool) -> String {
     out
 }
 
-/// A window's report in a few lines: was anything disrupted?
+/// `n` things, singular or plural (`1 pod`, `2 pods`).
+fn counted(n: u32, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+/// What the window protects now and the most it protected at once. Once it has ended its
+/// protection is released (`protected` is cleared): then the most it protected while open.
+fn protected_line(w: &WindowView) -> String {
+    let peak = &w.report.peak_protected;
+    let at_most = format!(
+        "{}, {}, {}",
+        counted(peak.workloads, "workload"),
+        counted(peak.pods, "pod"),
+        counted(peak.nodes, "node")
+    );
+    let ended = Phase::from_name(&w.phase).is_some_and(Phase::is_final);
+    if ended {
+        return if *peak == PeakView::default() {
+            "  protected while open: nothing (no pod was protected)\n".to_string()
+        } else {
+            format!("  protected while open: at most {at_most} at once (now released)\n")
+        };
+    }
+    let now = &w.protected;
+    format!(
+        "  protected: {}, {}, {}{}; at most {at_most} at once so far\n",
+        counted(now.workloads, "workload"),
+        counted(now.pods, "pod"),
+        counted(now.nodes, "node"),
+        if now.pdbs.is_empty() {
+            String::new()
+        } else {
+            format!(" (PDBs: {})", now.pdbs.join(", "))
+        },
+    )
+}
+
+/// A window's report in a few lines: what it protected, what it blocked, was anything
+/// disrupted?
 pub fn report(w: &WindowView) -> String {
     let r = &w.report;
     let mut out = format!(
-        "window {}/{}: {}\n  protected: {} workloads, {} pods, {} nodes{}\n  evictions blocked: {}, rollouts: {}\n",
+        "window {}/{}: {}\n{}  blocked: {}; rollouts: {}\n",
         w.namespace,
         w.name,
         w.phase,
-        w.protected.workloads,
-        w.protected.pods,
-        w.protected.nodes,
-        if w.protected.pdbs.is_empty() {
-            String::new()
-        } else {
-            format!(" (PDBs: {})", w.protected.pdbs.join(", "))
-        },
-        r.evictions_blocked,
+        protected_line(w),
+        counted(r.evictions_blocked, "eviction"),
         r.rollouts,
     );
     if r.held_node_seconds > 0 {
@@ -279,5 +324,71 @@ mod tests {
         assert_eq!(windows(&ws, Format::Name, true), "shop/e2e\nbilling/e2e\n");
         assert_eq!(windows(&ws, Format::Name, false), "e2e\ne2e\n");
         assert!(windows(&ws, Format::Table, false).starts_with("NAME "));
+    }
+
+    fn closed_with(peak: PeakView) -> WindowView {
+        let mut w = WindowView {
+            name: "tw-1".into(),
+            namespace: "shop".into(),
+            phase: "Closed".into(),
+            ..Default::default()
+        };
+        w.report.peak_protected = peak;
+        w.report.clean = true;
+        w.report.evictions_blocked = 2;
+        w
+    }
+
+    #[test]
+    fn the_report_of_an_ended_window_says_what_it_protected_while_open_and_what_it_blocked() {
+        let text = report(&closed_with(PeakView {
+            workloads: 1,
+            pods: 2,
+            nodes: 1,
+        }));
+        assert!(
+            text.contains(
+                "  protected while open: at most 1 workload, 2 pods, 1 node at once (now released)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  blocked: 2 evictions; rollouts: 0\n"),
+            "{text}"
+        );
+        assert!(!text.contains("0 workloads, 0 pods, 0 nodes"), "{text}");
+        let nothing = report(&closed_with(PeakView::default()));
+        assert!(
+            nothing.contains("protected while open: nothing (no pod was protected)"),
+            "{nothing}"
+        );
+    }
+
+    #[test]
+    fn a_window_ready_over_no_pod_gets_a_warning_naming_its_selector() {
+        let mut w = WindowView {
+            name: "tw-1".into(),
+            namespace: "shop".into(),
+            phase: "Active".into(),
+            ready: true,
+            selector: selector::parse_text("tier=backend").unwrap(),
+            ..Default::default()
+        };
+        assert_eq!(no_pod_warning(&w), None, "no Ready condition yet");
+        w.conditions.push(crate::operations::types::ConditionView {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: "NoPodsSelected".into(),
+            message: String::new(),
+            last_transition_time: String::new(),
+        });
+        let warning = no_pod_warning(&w).unwrap();
+        assert!(
+            warning
+                .starts_with("warning: window tw-1 selects no pod in shop: check -l tier=backend;"),
+            "{warning}"
+        );
+        w.conditions[0].reason = "Protected".into();
+        assert_eq!(no_pod_warning(&w), None);
     }
 }

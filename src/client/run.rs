@@ -142,9 +142,10 @@ pub async fn run(backend: &Backend, plan: RunPlan) -> Result<ExitCode, ClientErr
         _ = int.recv() => Err(ClientError::Interrupted { name: "SIGINT", code: 130 }),
     };
     match ready {
-        Ok(_) if plan.wait_ready => {
-            eprintln!("window {ns}/{name} is Ready: protection is in effect");
-        }
+        Ok(view) if plan.wait_ready => match output::no_pod_warning(&view) {
+            Some(warning) => eprintln!("{warning}"),
+            None => eprintln!("window {ns}/{name} is Ready: protection is in effect"),
+        },
         Ok(_) => {}
         Err(err) if plan.fail_open && guard_failure(&err) => {
             warn_unprotected(&err, Some(&name));

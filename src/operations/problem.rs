@@ -32,7 +32,8 @@ pub struct Problem {
     /// The request path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
-    /// The window's state, when the problem is about a window that exists (e.g. a 504 wait).
+    /// The window's state, when the problem is about a window that exists (a 504 wait, a 422
+    /// `requirePods`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Box<WindowView>>,
 }
@@ -104,6 +105,14 @@ pub enum ApiError {
     /// A bug of the server, never the client's input (a handler panicked).
     #[error("{0}")]
     Internal(String),
+    /// An open that asked `requirePods` made a window that selects no pod (closed again).
+    #[error("{detail}")]
+    NoPodsSelected {
+        /// The field, the window and what became of it.
+        detail: String,
+        /// The window's state, closed.
+        window: Box<WindowView>,
+    },
     /// A wait ended before the window reached the awaited state.
     #[error("{detail}")]
     Timeout {
@@ -127,9 +136,9 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unprocessable(_) | ApiError::KeyReused { .. } => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            ApiError::Unprocessable(_)
+            | ApiError::KeyReused { .. }
+            | ApiError::NoPodsSelected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::RateLimited(_) | ApiError::TooManyWaits { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -153,6 +162,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::KeyReused { .. } => "idempotency-key-reused",
+            ApiError::NoPodsSelected { .. } => "no-pods-selected",
             ApiError::RateLimited(_) => "rate-limited",
             ApiError::TooManyWaits { .. } => "too-many-waits",
             ApiError::Unavailable(_) => "unavailable",
@@ -229,7 +239,9 @@ impl ApiError {
     pub fn to_problem(&self, instance: Option<String>) -> Problem {
         let status = self.status();
         let window = match self {
-            ApiError::Timeout { window, .. } => Some(window.clone()),
+            ApiError::Timeout { window, .. } | ApiError::NoPodsSelected { window, .. } => {
+                Some(window.clone())
+            }
             _ => None,
         };
         Problem {

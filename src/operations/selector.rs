@@ -13,6 +13,25 @@ pub fn parse(input: &SelectorInput) -> Result<SelectorObject, String> {
     Ok(sel)
 }
 
+/// A selector in the text syntax of `kubectl -l` ([`parse_text`]'s inverse); empty for the
+/// selector that selects every pod.
+pub fn text(sel: &SelectorObject) -> String {
+    let mut parts: Vec<String> = sel
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for r in &sel.match_expressions {
+        parts.push(match r.operator.as_str() {
+            "Exists" => r.key.clone(),
+            "DoesNotExist" => format!("!{}", r.key),
+            "In" => format!("{} in ({})", r.key, r.values.join(",")),
+            _ => format!("{} notin ({})", r.key, r.values.join(",")),
+        });
+    }
+    parts.join(",")
+}
+
 /// Parses the text syntax of `kubectl -l`.
 pub fn parse_text(text: &str) -> Result<SelectorObject, String> {
     let mut sel = SelectorObject::default();

@@ -43,6 +43,12 @@ pub struct OpenRequest {
     /// request returns the same window; the key reused with another request is a 422.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Fail the open when the window, once Ready, selects no pod: a 422 naming `requirePods`
+    /// (type `…/no-pods-selected`, `window` holds its state), and the window is closed again.
+    /// Needs `?wait=true` (a 422 without it). Not part of the window: a retry under the same
+    /// idempotency key may ask it or not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_pods: bool,
 }
 
 /// Protection a window asks for beyond the defaults.
@@ -269,6 +275,22 @@ pub struct ReportView {
     /// by the window (counted as each hold ends; the status has them by annotation and PDB).
     #[serde(default)]
     pub held_node_seconds: u64,
+    /// The most the window protected at once while it was open, each count on its own; kept
+    /// after the release, which clears `protected`.
+    #[serde(default)]
+    pub peak_protected: PeakView,
+}
+
+/// The most of each kind a window protected at once while it was open.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PeakView {
+    /// Workloads covered by a PodDisruptionBudget.
+    pub workloads: u32,
+    /// Pods carrying do-not-disrupt annotations.
+    pub pods: u32,
+    /// Nodes carrying do-not-disrupt annotations.
+    pub nodes: u32,
 }
 
 /// A status condition.

@@ -1,5 +1,5 @@
 //! How a `TestWindow` becomes its [`WindowView`], the one JSON form of a window the API and the
-//! client share, and what the view says of the window's end.
+//! client share, and what the view says of the window's end and of a selection of no pod.
 
 use kube::ResourceExt;
 
@@ -46,6 +46,11 @@ impl WindowView {
                 rollouts: status.report.rollouts,
                 nodes_disrupted: status.report.nodes_disrupted.clone(),
                 held_node_seconds: status.report.held_node_seconds.total(),
+                peak_protected: PeakView {
+                    workloads: status.report.peak_protected.workloads,
+                    pods: status.report.peak_protected.pods,
+                    nodes: status.report.peak_protected.nodes,
+                },
             },
             conditions: status
                 .conditions
@@ -59,6 +64,19 @@ impl WindowView {
                 })
                 .collect(),
         }
+    }
+
+    /// Whether the window is Ready over no pod of its namespace (`Ready` True with reason
+    /// `NoPodsSelected`): open, but protecting nothing.
+    pub fn selects_no_pod(&self) -> bool {
+        let ready = self
+            .conditions
+            .iter()
+            .find(|c| c.type_ == window_status::READY);
+        window_status::selects_no_pod(
+            ready.map(|c| c.status.as_str()),
+            ready.map(|c| c.reason.as_str()),
+        )
     }
 
     /// Whether the window has ended and the controller has released its protection (it

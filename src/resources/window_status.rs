@@ -96,6 +96,16 @@ pub struct TestWindowStatus {
 /// The `Ready` condition's reason while an ended window's protection is still being removed.
 pub const RELEASING: &str = "Releasing";
 
+/// The `Ready` condition's reason (status True) of an open window whose selector selects no
+/// pod: it is kept Ready (a window opened before a deploy is legitimate), and says so.
+pub const NO_PODS_SELECTED: &str = "NoPodsSelected";
+
+/// Whether a window whose `Ready` condition has `ready_status` and `ready_reason` is open over
+/// no pod: the one decision the API's view, `requirePods` and the client share.
+pub fn selects_no_pod(ready_status: Option<&str>, ready_reason: Option<&str>) -> bool {
+    ready_status == Some("True") && ready_reason == Some(NO_PODS_SELECTED)
+}
+
 impl TestWindowStatus {
     /// The `Ready` condition, if the controller has written one.
     pub fn ready_condition(&self) -> Option<&Condition> {
@@ -112,6 +122,15 @@ impl TestWindowStatus {
         is_released(
             self.phase,
             self.ready_condition().map(|c| c.reason.as_str()),
+        )
+    }
+
+    /// Whether the window is Ready over no pod ([`selects_no_pod`]).
+    pub fn selects_no_pod(&self) -> bool {
+        let ready = self.ready_condition();
+        selects_no_pod(
+            ready.map(|c| c.status.as_str()),
+            ready.map(|c| c.reason.as_str()),
         )
     }
 }
@@ -282,12 +301,45 @@ pub struct WindowReport {
     /// Nodes hosting protected pods that were disrupted (tainted, cordoned, deleted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes_disrupted: Vec<String>,
+    /// The most the window protected at once while it was open, each count on its own (what
+    /// `protected` said at its highest); kept after the release, which clears `protected`.
+    #[serde(default)]
+    pub peak_protected: PeakProtected,
     /// What protection cost: node-seconds during which a node hosting a protected pod was one
     /// Karpenter could disrupt (its NodeClaim `Consolidatable`, or the node being drained) and
     /// the window kept it. Counted when each hold ends (the pod left the node, the node stopped
     /// being a candidate, or the window ended).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_node_seconds: HeldSeconds,
+}
+
+/// The most of each kind a window protected at once while it was open.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PeakProtected {
+    /// Workloads covered by a PDB.
+    #[serde(default)]
+    #[schemars(schema_with = "count")]
+    pub workloads: u32,
+    /// Pods carrying the do-not-disrupt annotations.
+    #[serde(default)]
+    #[schemars(schema_with = "count")]
+    pub pods: u32,
+    /// Nodes carrying the do-not-disrupt annotations.
+    #[serde(default)]
+    #[schemars(schema_with = "count")]
+    pub nodes: u32,
+}
+
+impl PeakProtected {
+    /// The peak once `now` is protected: each count the larger of the two.
+    pub fn with(self, now: &ProtectedSummary) -> PeakProtected {
+        PeakProtected {
+            workloads: self.workloads.max(now.workloads),
+            pods: self.pods.max(now.pods),
+            nodes: self.nodes.max(now.nodes),
+        }
+    }
 }
 
 fn is_zero(held: &HeldSeconds) -> bool {
@@ -309,4 +361,39 @@ fn seconds(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// Counts are `u32` in Rust; Kubernetes schemas know `int32`/`int64`, not `uint32`.
 fn count(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "integer", "format": "int32", "minimum": 0})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peak_keeps_the_most_of_each_count_seen_at_once() {
+        let now = |workloads, pods, nodes| ProtectedSummary {
+            workloads,
+            pods,
+            nodes,
+            ..Default::default()
+        };
+        let peak = PeakProtected::default()
+            .with(&now(1, 3, 2))
+            .with(&now(2, 1, 1))
+            .with(&ProtectedSummary::default());
+        assert_eq!(
+            peak,
+            PeakProtected {
+                workloads: 2,
+                pods: 3,
+                nodes: 2
+            }
+        );
+    }
+
+    #[test]
+    fn no_pod_selected_is_a_ready_window_with_that_reason_only() {
+        assert!(selects_no_pod(Some("True"), Some(NO_PODS_SELECTED)));
+        assert!(!selects_no_pod(Some("True"), Some("Protected")));
+        assert!(!selects_no_pod(Some("False"), Some(NO_PODS_SELECTED)));
+        assert!(!selects_no_pod(None, None));
+    }
 }

@@ -1,6 +1,7 @@
 //! A window's part of a namespace's pass: its next status (decided by [`super::status`]),
 //! written when it changed, and the Events and metrics of what changed: one Event per open,
-//! per `Ready`, per renewal and per end, never one per pass.
+//! per `Ready`, per renewal and per end, and a Warning `NoPodsSelected` when an open window
+//! comes to select no pod; never one per pass.
 
 use futures::future::join_all;
 use jiff::Timestamp;
@@ -16,6 +17,7 @@ use super::status_write::write_status;
 use super::timing::Timing;
 use std::sync::Arc;
 
+use crate::resources::window_status::NO_PODS_SELECTED;
 use crate::resources::{Phase, TestWindow, TestWindowStatus};
 
 /// One window as this pass decided it.
@@ -138,6 +140,15 @@ pub(super) fn events(
             );
             ctx.publish(window, EventType::Warning, "ValueKept", note);
         }
+    }
+    if status.selects_no_pod() && !previous.selects_no_pod() {
+        // Once as the window comes to select no pod (not per pass): a typo in a selector must
+        // not read as protection.
+        let note = status
+            .ready_condition()
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        ctx.publish(window, EventType::Warning, NO_PODS_SELECTED, note);
     }
     if timing.renewed {
         let note = format!("open until {}", timing.expires_at);

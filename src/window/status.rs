@@ -1,6 +1,7 @@
 //! A window's next status, decided from what one reconcile saw and did: its phase and times,
 //! what it protects, the report, and the `Ready` condition (True once every piece of protection
-//! it selects is in place: written by this pass or an earlier one; False with reason `Protecting`, `Releasing`, `Closed` or
+//! it selects is in place: written by this pass or an earlier one, with reason `NoPodsSelected` when
+//! it selects no pod; False with reason `Protecting`, `Releasing`, `Closed` or
 //! `Expired` otherwise, or with the reason of a limit the window ran into: `NodeLimit`,
 //! `DaemonSetsNotAllowed`). Pure: the reconcile writes what this returns.
 
@@ -11,7 +12,7 @@ use super::plan::{self, WindowFacts, WindowPlan};
 use super::timing::Timing;
 use super::{held, report};
 use crate::k8s::signals::Signal;
-use crate::resources::window_status::{HeldSeconds, READY};
+use crate::resources::window_status::{HeldSeconds, NO_PODS_SELECTED, READY};
 use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
 
 /// The status after a reconcile that computed `plan` from `world` at `now`; `signals` say which
@@ -30,7 +31,7 @@ pub fn next_status(
     now: Timestamp,
 ) -> TestWindowStatus {
     let active = timing.phase == Phase::Active;
-    let (report, tracking) = if active {
+    let (mut report, tracking) = if active {
         let selected = plan::selected_pods(view, &world.pods);
         let (mut report, mut tracking) = report::update(
             &previous.report,
@@ -60,6 +61,15 @@ pub fn next_status(
                 refused.message, plan.pods, plan.nodes
             );
             (false, refused.reason, m)
+        }
+        // Kept Ready (a window opened before a deploy is legitimate), saying it protects
+        // nothing: a selector with a typo must not read as protection.
+        Phase::Active if plan.complete() && writes_ok && no_pod_selected(view, world) => {
+            let m = format!(
+                "no pod in {} matches the window's selector: nothing is protected until one does",
+                view.namespace
+            );
+            (true, NO_PODS_SELECTED, m)
         }
         Phase::Active if plan.complete() && writes_ok => {
             let mut m = format!(
@@ -118,6 +128,7 @@ pub fn next_status(
     } else {
         ProtectedSummary::default()
     };
+    report.peak_protected = report.peak_protected.with(&protected);
     let ready_at = previous
         .ready_at
         .clone()
@@ -134,6 +145,11 @@ pub fn next_status(
         observed_generation: generation,
         tracking,
     }
+}
+
+/// Whether the window selects no pod of its namespace now.
+fn no_pod_selected(view: &WindowFacts, world: &plan::World) -> bool {
+    plan::selected_pods(view, &world.pods).is_empty()
 }
 
 /// A status timestamp, at the one-second precision `metav1.Time` is written with (so that a
@@ -216,7 +232,22 @@ mod tests {
         }
     }
 
-    fn decide(
+    /// A namespace with one running pod (the windows' empty selector selects it).
+    fn one_pod() -> World {
+        let pod: crate::resources::PodDigest = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "api-1", "namespace": "shop", "uid": "p1"},
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        World {
+            pods: vec![std::sync::Arc::new(pod)],
+            ..Default::default()
+        }
+    }
+
+    fn decide_in(
+        world: &World,
         previous: &TestWindowStatus,
         phase: Phase,
         plan: &WindowPlan,
@@ -230,11 +261,20 @@ mod tests {
             &timing(phase),
             &facts(active),
             plan,
-            &World::default(),
+            world,
             &[],
             ok,
             now,
         )
+    }
+
+    fn decide(
+        previous: &TestWindowStatus,
+        phase: Phase,
+        plan: &WindowPlan,
+        ok: bool,
+    ) -> TestWindowStatus {
+        decide_in(&one_pod(), previous, phase, plan, ok)
     }
 
     fn ready(s: &TestWindowStatus) -> (&str, &str) {
@@ -299,5 +339,42 @@ mod tests {
         assert_eq!(t(&released), t(&releasing));
         // The first Ready is remembered.
         assert_eq!(released.ready_at, was.ready_at);
+    }
+
+    #[test]
+    fn a_window_that_selects_no_pod_is_ready_and_says_it_protects_nothing() {
+        let nothing = WindowPlan::default();
+        let s = decide_in(
+            &World::default(),
+            &Default::default(),
+            Phase::Active,
+            &nothing,
+            true,
+        );
+        assert_eq!(ready(&s), ("True", NO_PODS_SELECTED));
+        assert!(s.selects_no_pod() && s.is_ready());
+        let message = &s.ready_condition().unwrap().message;
+        assert!(message.starts_with("no pod in shop matches"), "{message}");
+        // A pod appears: the same Ready, now protecting it; Ready never left True.
+        let later = decide(&s, Phase::Active, &settled(), true);
+        assert_eq!(ready(&later), ("True", "Protected"));
+        let t = |s: &TestWindowStatus| s.ready_condition().unwrap().last_transition_time.clone();
+        assert_eq!(t(&later), t(&s));
+    }
+
+    #[test]
+    fn what_the_window_protected_at_most_survives_its_release() {
+        let was = decide(&Default::default(), Phase::Active, &settled(), true);
+        assert_eq!(
+            (
+                was.report.peak_protected.workloads,
+                was.report.peak_protected.pods
+            ),
+            (1, 1)
+        );
+        let released = decide(&was, Phase::Closed, &WindowPlan::default(), true);
+        assert_eq!(released.protected, ProtectedSummary::default());
+        assert_eq!(released.report.peak_protected, was.report.peak_protected);
+        assert_eq!(released.report.peak_protected.nodes, 1);
     }
 }

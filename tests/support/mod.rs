@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod action;
 pub mod authn;
 pub mod chart_identity;
 pub mod drain;
@@ -19,9 +20,11 @@ pub mod operator;
 pub mod pods;
 pub mod previous;
 pub mod proxy;
+pub mod runner_files;
 pub mod runner_token;
 pub mod stats;
 pub mod wait;
+pub mod window_fields;
 pub mod windows;
 
 use std::future::Future;
