@@ -9,7 +9,7 @@
 //! [`QUEUE`] Events behind, newer ones are dropped (and logged) rather than held in memory.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, Recorder};
 use tokio::sync::mpsc;
 use tracing::warn;
 
@@ -18,25 +18,12 @@ use super::Runtime;
 /// Events waiting to be written, at most.
 pub const QUEUE: usize = 1024;
 
+pub use super::note::Note;
+
 /// Publishes Events; cheap to clone (clones share the queue).
 #[derive(Clone)]
 pub struct Events {
     queue: mpsc::Sender<(ObjectReference, Note)>,
-}
-
-/// One Event: what it is about, its type, reason, action and note.
-#[derive(Debug, Clone)]
-pub struct Note {
-    /// `Normal` or `Warning`.
-    pub type_: EventType,
-    /// The Event's reason (`RolledOutForDrain`, …).
-    pub reason: &'static str,
-    /// The Event's action (`RolloutOnDrain`, …).
-    pub action: &'static str,
-    /// A sentence for people.
-    pub note: String,
-    /// A second object the Event concerns.
-    pub secondary: Option<ObjectReference>,
 }
 
 impl Events {
@@ -71,13 +58,6 @@ impl Events {
     }
 }
 
-/// Reports of objects the watches could not represent are Warning Events.
-impl super::refusals::Warn for Events {
-    fn warn(&self, regarding: ObjectReference, note: Note) {
-        self.publish(&regarding, note);
-    }
-}
-
 async fn write(recorder: &Recorder, regarding: &ObjectReference, note: Note) {
     let reason = note.reason;
     let event = Event {
@@ -92,6 +72,13 @@ async fn write(recorder: &Recorder, regarding: &ObjectReference, note: Note) {
     }
 }
 
+/// Reports of objects the watches could not represent are Warning Events.
+impl super::refusals::Warn for Events {
+    fn warn(&self, regarding: ObjectReference, note: Note) {
+        self.publish(&regarding, note);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use kube::Client;
@@ -100,6 +87,7 @@ mod tests {
     use tokio::sync::mpsc::unbounded_channel;
 
     use super::*;
+    use kube::runtime::events::EventType;
 
     #[tokio::test]
     async fn events_are_written_one_after_another_in_the_order_they_were_queued() {

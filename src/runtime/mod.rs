@@ -31,6 +31,7 @@ pub mod leader;
 pub mod limited_server;
 pub mod lookup;
 pub mod memory;
+pub mod note;
 pub mod open_files;
 pub mod pod_scopes;
 pub mod readable;

@@ -20,7 +20,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use tracing::warn;
 
-use super::events::Note;
+use super::note::Note;
 use crate::k8s::decoded::Decoded;
 
 /// Versions remembered as reported, at most; past that the memory is cleared (an Event may
