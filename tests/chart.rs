@@ -306,6 +306,23 @@ fn the_values_schema_refuses_a_wrong_type_with_a_clear_message() {
         ("prometheusRule: {groupBy: [a-b]}\n", "groupBy"),
         ("podMonitor: {scrapeTimeout: soon}\n", "scrapeTimeout"),
         ("extraArgs: [1]\n", "extraArgs"),
+        // A LabelSelector, not kubectl's text: what a webhook's namespaceSelector takes.
+        (
+            "intercept: {namespaceSelector: kubernetes.io/metadata.name=shop}\n",
+            "intercept/namespaceSelector",
+        ),
+        (
+            "drain: {namespaceSelector: {matchExpressions: [{key: team, operator: In}]}}\n",
+            "drain/namespaceSelector/matchExpressions/0",
+        ),
+        (
+            "drain: {namespaceSelector: {matchExpressions: [{key: team, operator: Exists, values: [a]}]}}\n",
+            "drain/namespaceSelector/matchExpressions/0/values",
+        ),
+        (
+            "intercept: {namespaceSelector: {matchLabels: {trial: true}}}\n",
+            "intercept/namespaceSelector/matchLabels/trial",
+        ),
     ] {
         let out = template(values, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -551,19 +568,43 @@ fn the_user_roles_grant_the_verbs_the_api_checks() {
 #[test]
 fn the_charts_webhook_registration_is_the_one_the_operator_builds_without_a_ca() {
     use disruption_guard::intercept::registration::{self, Endpoint, Registration};
-    for (values, namespaces) in [
-        ("{}\n", vec![]),
-        ("namespaces: [shop, payments]\n", vec!["shop", "payments"]),
+    let everything =
+        std::fs::read_to_string(repo_root().join("tests/chart/values/everything.yaml")).unwrap();
+    for values in [
+        "{}\n".to_string(),
+        "namespaces: [shop, payments]\n".to_string(),
+        trial_values(),
+        everything,
     ] {
-        let objects = rendered(values, &[]);
+        let objects = rendered(&values, &[]);
         let chart = find(
             &objects,
             "ValidatingWebhookConfiguration",
             Some("guard-disruption-guard"),
         );
+        // What the operator would build from the flags the chart gives it.
+        let args = operator_args(&values);
+        let flag = |name: &str| {
+            args.iter()
+                .find_map(|a| a.strip_prefix(&format!("--{name}=")))
+                .map(str::to_string)
+        };
+        let namespaces: Vec<String> = flag("namespaces")
+            .map(|n| n.split(',').map(str::to_string).collect())
+            .unwrap_or_default();
+        let selector = flag("intercept-namespace-selector")
+            .map(|text| {
+                disruption_guard::operations::selector::parse(
+                    &disruption_guard::operations::types::SelectorInput::Text(text),
+                )
+                .unwrap()
+                .into()
+            })
+            .unwrap_or_default();
         let built = registration::build(
             &Registration {
                 name: "guard-disruption-guard".into(),
+                namespace_selector: selector,
                 ..Registration::new(
                     Endpoint::Service {
                         namespace: "guard-system".into(),
@@ -571,7 +612,7 @@ fn the_charts_webhook_registration_is_the_one_the_operator_builds_without_a_ca()
                         port: 443,
                     },
                     Some("system:serviceaccount:guard-system:guard-disruption-guard".into()),
-                    namespaces.iter().map(|n| n.to_string()).collect(),
+                    namespaces,
                 )
             },
             "",
@@ -633,6 +674,22 @@ fn with_host_network_the_webhook_port_is_the_nodes_and_the_pod_keeps_cluster_dns
 
 #[test]
 fn the_trial_values_scope_the_webhook_and_the_drain_watcher_to_one_namespace() {
+    // The API server sends the webhook evictions in `shop` only: the scope is part of the
+    // registration, beside the opt-out.
+    let objects = rendered(&trial_values(), &[]);
+    let webhook = &find(&objects, "ValidatingWebhookConfiguration", None)["webhooks"][0];
+    assert_eq!(
+        webhook["namespaceSelector"],
+        serde_json::json!({
+            "matchLabels": {"kubernetes.io/metadata.name": "shop"},
+            "matchExpressions": [{
+                "key": "disruption-guard.io/intercept-evictions",
+                "operator": "NotIn",
+                "values": ["false"]
+            }]
+        })
+    );
+    // The operator's decision and the drain watcher get the same scope as flags.
     let args = operator_args(&trial_values());
     for flag in [
         "--intercept-namespace-selector=kubernetes.io/metadata.name=shop",
@@ -648,8 +705,21 @@ fn the_trial_values_scope_the_webhook_and_the_drain_watcher_to_one_namespace() {
         !defaults.iter().any(|a| a.contains("namespace-selector")),
         "{defaults:?}"
     );
-    // A selector the operator cannot read is refused naming the flag.
-    let bad = operator_args("intercept: {namespaceSelector: \"tier in ci\"}\n");
+    let objects = rendered("{}\n", &[]);
+    let webhook = &find(&objects, "ValidatingWebhookConfiguration", None)["webhooks"][0];
+    assert!(webhook["namespaceSelector"]["matchLabels"].is_null());
+    // Every form of a LabelSelector becomes the flag's text, in order.
+    let args = operator_args(
+        "drain:\n  namespaceSelector:\n    matchLabels: {b: \"2\", a: \"1\"}\n    matchExpressions:\n      - {key: t, operator: In, values: [x1, x2]}\n      - {key: u, operator: NotIn, values: [z]}\n      - {key: v, operator: Exists}\n      - {key: w, operator: DoesNotExist}\n",
+    );
+    assert!(
+        args.contains(&"--drain-namespace-selector=a=1,b=2,t in (x1,x2),u notin (z),v,!w".into()),
+        "{args:?}"
+    );
+    // A selector that selects no namespace beside `namespaces` is refused naming the flag.
+    let bad = operator_args(
+        "namespaces: [web]\nintercept: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: shop}}}\n",
+    );
     let out = check_config(&bad, &[]);
     assert!(!out.status.success());
     assert!(
@@ -697,6 +767,18 @@ fn helm_test_sends_the_webhook_probe_from_an_identity_of_its_own() {
     assert_eq!(pod["spec"]["containers"][0]["args"][1], "--namespace=shop");
     let binding = find(&objects, "RoleBinding", None);
     assert_eq!(binding["metadata"]["namespace"], "shop");
+    // Or the namespace the selector names, which the registration sends.
+    for values in [
+        "namespaces: [shop, ci]\nintercept: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ci}}}\n",
+        "intercept: {namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [ci, qa]}]}}\n",
+    ] {
+        let objects = hooks(values);
+        let pod = find(&objects, "Pod", None);
+        assert_eq!(
+            pod["spec"]["containers"][0]["args"][1], "--namespace=ci",
+            "{values}"
+        );
+    }
     // Off with the check or the webhook.
     assert!(hooks("intercept: {check: {enabled: false}}\n").is_empty());
     assert!(hooks("intercept: {enabled: false}\n").is_empty());

@@ -157,6 +157,7 @@ async fn the_api_server_calls_the_webhook_over_tls_with_the_managed_ca_across_re
             timeout_seconds: 5,
             own_username: Some("system:serviceaccount:elsewhere:someone-else".into()),
             namespaces: vec![ns.clone()],
+            namespace_selector: Default::default(),
         };
         // Created as the chart creates it, without a CA: the operator publishes only that.
         support::operator::create_registration(&ns, &registration.name, Some(&ns), port).await;

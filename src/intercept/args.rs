@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use super::{certs, decide, registration};
 use crate::k8s::signals::Signal;
 use crate::operations::types::SelectorInput;
+use crate::resources::names::INTERCEPT_EVICTIONS;
 use crate::runtime::limited_server::ConnectionLimits;
 
 /// Flags of the eviction interception.
@@ -129,6 +130,32 @@ pub struct InterceptArgs {
 }
 
 impl InterceptArgs {
+    /// Refuses an `--intercept-namespace-selector` that selects no namespace once the
+    /// registration merges it with the opt-out label and `--namespaces`
+    /// ([`registration::namespace_selector`]): the webhook would never be called. The error
+    /// names the flag and the label key.
+    pub fn checked(&self, namespaces: &[String]) -> Result<(), String> {
+        let Some(selector) = self.intercept_namespace_selector.as_ref() else {
+            return Ok(());
+        };
+        if !self.enabled {
+            return Ok(());
+        }
+        let merged = registration::namespace_selector(namespaces, selector);
+        match crate::k8s::selector::contradiction(&merged) {
+            None => Ok(()),
+            Some(key) => Err(format!(
+                "--intercept-namespace-selector selects no namespace: no value of {key:?} meets \
+                 it together with the opt-out ({INTERCEPT_EVICTIONS} notin (false)){}",
+                if namespaces.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and --namespaces={}", namespaces.join(","))
+                }
+            )),
+        }
+    }
+
     /// The webhook port's connection limits.
     pub fn connection_limits(&self) -> ConnectionLimits {
         ConnectionLimits {
@@ -165,6 +192,39 @@ mod tests {
             "shop"
         );
         assert_eq!(selector.match_expressions.unwrap()[0].operator, "In");
+    }
+
+    fn with_selector(text: &str) -> InterceptArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Flags {
+            #[command(flatten)]
+            intercept: InterceptArgs,
+        }
+        Flags::parse_from(["x", &format!("--intercept-namespace-selector={text}")]).intercept
+    }
+
+    #[test]
+    fn a_selector_that_selects_no_namespace_once_merged_is_refused_naming_the_flag() {
+        let shop = with_selector("kubernetes.io/metadata.name=shop");
+        assert_eq!(shop.checked(&[]), Ok(()));
+        assert_eq!(shop.checked(&["shop".into(), "web".into()]), Ok(()));
+        let err = shop.checked(&["web".into()]).unwrap_err();
+        assert!(err.starts_with("--intercept-namespace-selector"), "{err}");
+        assert!(err.contains("kubernetes.io/metadata.name"), "{err}");
+        assert!(err.contains("--namespaces=web"), "{err}");
+        let opted_out = with_selector("disruption-guard.io/intercept-evictions=false");
+        let err = opted_out.checked(&[]).unwrap_err();
+        assert!(
+            err.contains("disruption-guard.io/intercept-evictions"),
+            "{err}"
+        );
+        // Not checked when the interception is off: the flag is then unused.
+        let off = InterceptArgs {
+            enabled: false,
+            ..opted_out
+        };
+        assert_eq!(off.checked(&[]), Ok(()));
     }
 
     #[test]

@@ -18,9 +18,14 @@
 //!   registration when it stops.
 //! - `matchPolicy: Equivalent`: clients evict through `policy/v1` and `policy/v1beta1`
 //!   (Cluster Autoscaler); both reach the `pods/eviction` subresource of core `v1` pods.
-//! - `namespaceSelector`: namespaces labelled `disruption-guard.io/intercept-evictions: "false"` opt out
-//!   (and, with `--namespaces`, only those namespaces are sent). An `objectSelector` would match
-//!   the Eviction's labels, not the pod's, so none is set.
+//! - `namespaceSelector` ([`namespace_selector`]): namespaces labelled
+//!   `disruption-guard.io/intercept-evictions: "false"` opt out; with `--namespaces`, only those
+//!   namespaces are sent; with `--intercept-namespace-selector`, only the namespaces it selects
+//!   (its `matchLabels` and `matchExpressions`, beside the two above), so an eviction elsewhere
+//!   never reaches the webhook, nor waits on it. Every selector of kubectl's syntax has this
+//!   form; one that selects no namespace once merged is refused at start-up
+//!   ([`super::InterceptArgs::checked`]). An `objectSelector` would match the Eviction's
+//!   labels, not the pod's, so none is set.
 //! - `matchConditions`: the operator's own user is exempt when it is a ServiceAccount (its own
 //!   identity, as the chart runs it). The operator never evicts, so this only guards against a
 //!   loop; a person's or a tool's user shared with the operator (the admin kubeconfig of
@@ -54,6 +59,8 @@ pub const NAME: &str = "disruption-guard";
 pub const WEBHOOK: &str = "evictions.disruption-guard.io";
 /// Path the API server posts `AdmissionReview`s to.
 pub const PATH: &str = "/evictions";
+/// The label the API server sets on every namespace to its name.
+pub const NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
 /// Seconds the API server waits for an answer before it ignores the webhook.
 pub const DEFAULT_TIMEOUT_SECONDS: i32 = 5;
 
@@ -71,7 +78,7 @@ pub enum Endpoint {
 }
 
 /// What the registration is built from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Registration {
     /// Name of the `ValidatingWebhookConfiguration` ([`NAME`] in production).
     pub name: String,
@@ -83,6 +90,9 @@ pub struct Registration {
     pub own_username: Option<String>,
     /// Only evictions in these namespaces are sent (`--namespaces`); every namespace when empty.
     pub namespaces: Vec<String>,
+    /// Only evictions in namespaces this selects are sent (`--intercept-namespace-selector`);
+    /// every namespace when empty.
+    pub namespace_selector: LabelSelector,
 }
 
 impl Registration {
@@ -94,7 +104,33 @@ impl Registration {
             timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
             own_username,
             namespaces,
+            namespace_selector: LabelSelector::default(),
         }
+    }
+}
+
+/// The registration's `namespaceSelector`: the opt-out label, then `namespaces` (when any),
+/// then `selector`'s own `matchLabels` and `matchExpressions`. All must hold.
+pub fn namespace_selector(namespaces: &[String], selector: &LabelSelector) -> LabelSelector {
+    let mut expressions = vec![LabelSelectorRequirement {
+        key: INTERCEPT_EVICTIONS.to_string(),
+        operator: "NotIn".to_string(),
+        values: Some(vec!["false".to_string()]),
+    }];
+    if !namespaces.is_empty() {
+        expressions.push(LabelSelectorRequirement {
+            key: NAMESPACE_NAME.to_string(),
+            operator: "In".to_string(),
+            values: Some(namespaces.to_vec()),
+        });
+    }
+    expressions.extend(selector.match_expressions.iter().flatten().cloned());
+    LabelSelector {
+        match_labels: selector
+            .match_labels
+            .clone()
+            .filter(|labels| !labels.is_empty()),
+        match_expressions: Some(expressions),
     }
 }
 
@@ -131,18 +167,6 @@ pub fn build(registration: &Registration, ca_bundle: &str) -> ValidatingWebhookC
             ..WebhookClientConfig::default()
         },
     };
-    let mut namespace_selector = vec![LabelSelectorRequirement {
-        key: INTERCEPT_EVICTIONS.to_string(),
-        operator: "NotIn".to_string(),
-        values: Some(vec!["false".to_string()]),
-    }];
-    if !registration.namespaces.is_empty() {
-        namespace_selector.push(LabelSelectorRequirement {
-            key: "kubernetes.io/metadata.name".to_string(),
-            operator: "In".to_string(),
-            values: Some(registration.namespaces.clone()),
-        });
-    }
     let match_conditions = registration.own_username.as_ref().map(|user| {
         vec![MatchCondition {
             name: "not-the-operator".to_string(),
@@ -177,10 +201,10 @@ pub fn build(registration: &Registration, ca_bundle: &str) -> ValidatingWebhookC
             failure_policy: Some("Ignore".to_string()),
             side_effects: "NoneOnDryRun".to_string(),
             timeout_seconds: Some(registration.timeout_seconds),
-            namespace_selector: Some(LabelSelector {
-                match_expressions: Some(namespace_selector),
-                match_labels: None,
-            }),
+            namespace_selector: Some(namespace_selector(
+                &registration.namespaces,
+                &registration.namespace_selector,
+            )),
             object_selector: None,
             match_conditions,
         }]),
@@ -205,7 +229,7 @@ pub async fn apply(
 }
 
 /// How the operator keeps the registration current.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Upkeep {
     /// The registration `name` exists (the chart installs it): only its `caBundle` is patched.
     CaBundle { name: String },
@@ -418,6 +442,55 @@ mod tests {
                 "values": ["ci", "tests"]
             })
         );
+    }
+
+    #[test]
+    fn with_a_namespace_selector_only_the_namespaces_it_selects_are_sent() {
+        // `kubernetes.io/metadata.name=shop,tier in (ci),!legacy`, as the flag reads it.
+        let selector =
+            crate::operations::selector::parse(&crate::operations::types::SelectorInput::Text(
+                "kubernetes.io/metadata.name=shop,tier in (ci),!legacy".into(),
+            ))
+            .unwrap()
+            .into();
+        let registration = Registration {
+            namespaces: vec!["shop".into()],
+            namespace_selector: selector,
+            ..service()
+        };
+        let config = serde_json::to_value(build(&registration, CA)).unwrap();
+        assert_eq!(
+            config["webhooks"][0]["namespaceSelector"],
+            serde_json::json!({
+                "matchLabels": {"kubernetes.io/metadata.name": "shop"},
+                "matchExpressions": [
+                    {"key": "disruption-guard.io/intercept-evictions", "operator": "NotIn", "values": ["false"]},
+                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["shop"]},
+                    {"key": "tier", "operator": "In", "values": ["ci"]},
+                    {"key": "legacy", "operator": "DoesNotExist"}
+                ]
+            })
+        );
+        // The merged selector is what the API server evaluates: the trial namespace is sent,
+        // others (and the trial namespace once opted out) are not.
+        let merged = namespace_selector(&registration.namespaces, &registration.namespace_selector);
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        use crate::k8s::selector::matches;
+        let shop = [(NAMESPACE_NAME, "shop"), ("tier", "ci")];
+        assert!(matches(&merged, &labels(&shop)));
+        assert!(!matches(
+            &merged,
+            &labels(&[(NAMESPACE_NAME, "web"), ("tier", "ci")])
+        ));
+        assert!(!matches(
+            &merged,
+            &labels(&[shop[0], shop[1], (INTERCEPT_EVICTIONS, "false")])
+        ));
     }
 
     #[test]

@@ -136,6 +136,10 @@ async fn set_up(
         let exempt = registration::exempt_user(me.as_deref()).map(str::to_string);
         let mut registration = Registration::new(endpoint, exempt, runtime.namespaces.to_vec());
         registration.name = args.intercept_webhook.clone();
+        registration.namespace_selector = args
+            .intercept_namespace_selector
+            .clone()
+            .unwrap_or_default();
         Upkeep::Whole(registration)
     } else {
         Upkeep::CaBundle {

@@ -10,8 +10,11 @@
 //! place it allocates nothing. The two differ on a `NotIn` without values, which only a
 //! `TestWindow` can carry (its schema checks the operators, not the values): kube refuses the
 //! selector, this one reads it as excluding no value.
+//!
+//! [`contradiction`] tells a selector that can select nothing (the eviction webhook's
+//! registration refuses one at start-up).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -44,6 +47,52 @@ pub fn optional_matches(
     labels: &BTreeMap<String, String>,
 ) -> bool {
     selector.is_some_and(|s| matches(s, labels))
+}
+
+/// The first label key on which `selector` contradicts itself, so that it selects no object
+/// whatever its labels: a key required to be absent and present, or whose required values
+/// (`matchLabels`, `In`) are all ruled out (`In` sets that do not meet, `NotIn`). `None` when
+/// some set of labels satisfies it. Expressions with an unknown operator are not considered.
+pub fn contradiction(selector: &LabelSelector) -> Option<String> {
+    /// What the requirements on one key say together.
+    #[derive(Default)]
+    struct Key {
+        present: bool,
+        absent: bool,
+        /// The values the key may have, when some requirement lists them.
+        allowed: Option<BTreeSet<String>>,
+        excluded: BTreeSet<String>,
+    }
+    let mut keys: BTreeMap<&str, Key> = BTreeMap::new();
+    fn allow(key: &mut Key, values: BTreeSet<String>) {
+        key.present = true;
+        key.allowed = Some(match key.allowed.take() {
+            Some(before) => before.intersection(&values).cloned().collect(),
+            None => values,
+        });
+    }
+    for (k, v) in selector.match_labels.iter().flatten() {
+        allow(keys.entry(k).or_default(), BTreeSet::from([v.clone()]));
+    }
+    for e in selector.match_expressions.iter().flatten() {
+        let key = keys.entry(&e.key).or_default();
+        let values = e.values.iter().flatten().cloned();
+        match e.operator.as_str() {
+            "In" => allow(key, values.collect()),
+            "NotIn" => key.excluded.extend(values),
+            "Exists" => key.present = true,
+            "DoesNotExist" => key.absent = true,
+            _ => {}
+        }
+    }
+    keys.into_iter()
+        .find(|(_, k)| {
+            (k.present && k.absent)
+                || k.allowed
+                    .as_ref()
+                    .is_some_and(|allowed| allowed.is_subset(&k.excluded))
+        })
+        .map(|(key, _)| key.to_string())
 }
 
 #[cfg(test)]
@@ -172,5 +221,76 @@ mod tests {
             Some(&LabelSelector::default()),
             &labels(&[])
         ));
+    }
+
+    #[test]
+    fn a_selector_some_labels_satisfy_has_no_contradiction() {
+        for s in [LabelSelector::default(), every_operator()] {
+            assert_eq!(contradiction(&s), None, "{s:?}");
+        }
+        let s = LabelSelector {
+            match_labels: Some(labels(&[("kubernetes.io/metadata.name", "shop")])),
+            match_expressions: Some(vec![
+                expr("kubernetes.io/metadata.name", "In", &["shop", "payments"]),
+                expr("kubernetes.io/metadata.name", "NotIn", &["ci"]),
+                expr("opt-out", "NotIn", &["false"]),
+                expr("opt-out", "Exists", &[]),
+            ]),
+        };
+        assert_eq!(contradiction(&s), None);
+        assert!(matches(
+            &s,
+            &labels(&[("kubernetes.io/metadata.name", "shop"), ("opt-out", "true")])
+        ));
+    }
+
+    #[test]
+    fn a_key_no_value_can_satisfy_is_the_contradiction() {
+        let name = "kubernetes.io/metadata.name";
+        let cases = [
+            // A value the opt-out rules out.
+            (
+                labels(&[("opt-out", "false")]),
+                vec![expr("opt-out", "NotIn", &["false"])],
+            ),
+            // Sets that do not meet (a selector and --namespaces).
+            (
+                labels(&[(name, "shop")]),
+                vec![expr(name, "In", &["payments"])],
+            ),
+            (
+                labels(&[]),
+                vec![expr(name, "In", &["a"]), expr(name, "In", &["b"])],
+            ),
+            // Present and absent.
+            (
+                labels(&[]),
+                vec![
+                    expr("team", "Exists", &[]),
+                    expr("team", "DoesNotExist", &[]),
+                ],
+            ),
+            (
+                labels(&[("team", "a")]),
+                vec![expr("team", "DoesNotExist", &[])],
+            ),
+        ];
+        for (match_labels, expressions) in cases {
+            let s = LabelSelector {
+                match_labels: Some(match_labels),
+                match_expressions: Some(expressions),
+            };
+            let key = contradiction(&s).unwrap_or_else(|| panic!("{s:?}"));
+            assert!(["opt-out", name, "team"].contains(&key.as_str()), "{key}");
+            // And indeed nothing is selected by the labels each part asks for.
+            for l in [
+                labels(&[("opt-out", "false"), (name, "shop"), ("team", "a")]),
+                labels(&[(name, "payments")]),
+                labels(&[(name, "a")]),
+                labels(&[]),
+            ] {
+                assert!(!matches(&s, &l), "{s:?} on {l:?}");
+            }
+        }
     }
 }

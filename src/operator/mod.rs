@@ -99,6 +99,9 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     args.api
         .checked(args.window.max_ttl)
         .map_err(anyhow::Error::msg)?;
+    args.intercept
+        .checked(&args.namespaces)
+        .map_err(anyhow::Error::msg)?;
     if args.check_config {
         println!("the flags are valid");
         return Ok(());

@@ -131,15 +131,56 @@ CA would vouch for all of them), and a `caBundles` key that is not an issuer.
 {{- end -}}
 
 {{/*
-Namespace the webhook check sends its probe in: intercept.check.namespace, else the first of
-`namespaces` (the registration sends only those), else the release namespace.
+Namespace the webhook check sends its probe in: intercept.check.namespace; else the namespace
+intercept.namespaceSelector names (`kubernetes.io/metadata.name` in its matchLabels, or the
+first value of an `In` on it), else the first of `namespaces` (the registration sends only
+those), else the release namespace.
 */}}
 {{- define "disruption-guard.checkNamespace" -}}
+{{- $selector := .Values.intercept.namespaceSelector | default dict -}}
+{{- $named := "" -}}
+{{- range $selector.matchExpressions -}}
+{{- if and (not $named) (eq .key "kubernetes.io/metadata.name") (eq .operator "In") -}}
+{{- $named = first .values -}}
+{{- end -}}
+{{- end -}}
+{{- with $selector.matchLabels -}}
+{{- with index . "kubernetes.io/metadata.name" -}}
+{{- $named = . -}}
+{{- end -}}
+{{- end -}}
 {{- if .Values.intercept.check.namespace -}}
 {{- .Values.intercept.check.namespace -}}
+{{- else if $named -}}
+{{- $named -}}
 {{- else if .Values.namespaces -}}
 {{- first .Values.namespaces -}}
 {{- else -}}
 {{- .Release.Namespace -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+A LabelSelector value (matchLabels, matchExpressions) in the text syntax of kubectl's `-l`,
+which the operator's `--*-namespace-selector` flags read: `k=v` for each label (sorted),
+then, in order, `k in (a,b)`, `k notin (a,b)`, `k` (Exists) and `!k` (DoesNotExist), joined
+by commas. Empty for an empty selector. The schema has already checked operators and values.
+*/}}
+{{- define "disruption-guard.selectorText" -}}
+{{- $terms := list -}}
+{{- range $key, $value := .matchLabels -}}
+{{- $terms = append $terms (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- range .matchExpressions -}}
+{{- if eq .operator "In" -}}
+{{- $terms = append $terms (printf "%s in (%s)" .key (join "," .values)) -}}
+{{- else if eq .operator "NotIn" -}}
+{{- $terms = append $terms (printf "%s notin (%s)" .key (join "," .values)) -}}
+{{- else if eq .operator "Exists" -}}
+{{- $terms = append $terms .key -}}
+{{- else if eq .operator "DoesNotExist" -}}
+{{- $terms = append $terms (printf "!%s" .key) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $terms -}}
 {{- end -}}
