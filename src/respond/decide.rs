@@ -59,6 +59,8 @@ pub enum Aside {
     OwnerGone,
     /// The namespace is outside `--namespaces`.
     OutOfScope,
+    /// The pod runs on no node: no service a rollout would keep up.
+    NotScheduled,
     /// The rollout did not make a Ready replacement within the hold timeout.
     TimedOut(Duration),
 }
@@ -75,6 +77,7 @@ impl Aside {
             Self::NotADeployment => "the pod does not belong to a Deployment".into(),
             Self::OwnerGone => "the pod's ReplicaSet or Deployment is gone".into(),
             Self::OutOfScope => "the namespace is outside the guard's --namespaces".into(),
+            Self::NotScheduled => "the pod is not scheduled: no running pod to keep up".into(),
             Self::TimedOut(t) => format!(
                 "the rollout made no Ready replacement within {}s; handing over (fail open)",
                 t.as_secs()
@@ -176,6 +179,14 @@ pub fn decide(facts: &Facts<'_>) -> Step {
     if !facts.in_scope {
         return Step::StepAside(Aside::OutOfScope);
     }
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_none()
+    {
+        return Step::StepAside(Aside::NotScheduled);
+    }
     let deployment = match workload::chain(pod, facts.owner) {
         Chain::Deployment { deployment, .. } => deployment,
         Chain::Skip { reason, .. } => return Step::StepAside(Aside::Cannot(reason)),
@@ -194,6 +205,10 @@ pub fn decide(facts: &Facts<'_>) -> Step {
     let name = deployment.metadata.name.clone().unwrap_or_default();
     let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
     if !rolled_out_since(deployment, pod) {
+        // A rollout the re-check keeps declining is given up as a slow one is.
+        if facts.now >= expected {
+            return Step::StepAside(Aside::TimedOut(timeout));
+        }
         return Step::RollOut(Progress {
             message: format!(
                 "rolling out Deployment {name} so that a new pod is Ready before pod {pod_name} goes"

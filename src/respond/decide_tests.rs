@@ -47,7 +47,10 @@ fn pod(extra: Value) -> Pod {
         .as_object_mut()
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
-    serde_json::from_value(json!({"metadata": metadata})).unwrap()
+    serde_json::from_value(
+        json!({"metadata": metadata, "spec": {"nodeName": "n1", "containers": []}}),
+    )
+    .unwrap()
 }
 
 fn replica_set() -> ReplicaSet {
@@ -388,4 +391,24 @@ fn a_namespace_outside_the_scope_is_handed_over() {
         now: at(c.now),
     });
     assert_eq!(step, Step::StepAside(Aside::OutOfScope));
+}
+
+#[test]
+fn a_pod_on_no_node_is_handed_over_and_a_rollout_never_made_times_out_too() {
+    let mut pending = pod(json!({}));
+    pending.spec.as_mut().unwrap().node_name = None;
+    let c = Case {
+        pod: Some(pending),
+        ..case()
+    };
+    assert_eq!(run(&c), Step::StepAside(Aside::NotScheduled));
+    let c = Case {
+        timeout: Some(Duration::from_secs(60)),
+        now: "2026-03-01T12:01:00Z",
+        ..case()
+    };
+    assert_eq!(
+        run(&c),
+        Step::StepAside(Aside::TimedOut(Duration::from_secs(60)))
+    );
 }
