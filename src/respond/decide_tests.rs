@@ -1,5 +1,5 @@
 //! Cases for [`super::decide`]: whose turn it is, withdrawal, the pod gone, what a rollout
-//! cannot save, the rollout, progress reports, completion and the timeout.
+//! cannot save, the rollout; the fixtures [`rollout`] shares.
 
 use super::*;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -77,12 +77,13 @@ fn deployment(spec: Value, status: Value, restarted: Option<&str>) -> Deployment
     serde_json::from_value(d).unwrap()
 }
 
-fn rolling() -> Value {
-    json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1})
+/// A Deployment status: observed generation and replicas in all (updated and available: 1).
+fn status(generation: i64, replicas: i32) -> Value {
+    json!({"observedGeneration": generation, "replicas": replicas, "updatedReplicas": 1, "availableReplicas": 1})
 }
 
-fn done() -> Value {
-    json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1})
+fn rolling() -> Value {
+    status(2, 2)
 }
 
 struct Case {
@@ -91,6 +92,7 @@ struct Case {
     deployment: Option<Deployment>,
     now: &'static str,
     timeout: Option<Duration>,
+    in_scope: bool,
 }
 
 fn case() -> Case {
@@ -100,6 +102,7 @@ fn case() -> Case {
         deployment: Some(deployment(json!({}), json!({}), None)),
         now: "2026-03-01T12:00:01Z",
         timeout: None,
+        in_scope: true,
     }
 }
 
@@ -113,7 +116,7 @@ fn run(c: &Case) -> Step {
         eviction: &c.eviction,
         pod: c.pod.as_ref(),
         owner,
-        in_scope: true,
+        in_scope: c.in_scope,
         max_replicas: 1,
         timeout: c.timeout,
         now: at(c.now),
@@ -227,33 +230,31 @@ fn what_a_rollout_cannot_save_is_handed_over_at_once_saying_why() {
         assert_eq!(step, Step::StepAside(Aside::Cannot(reason)));
         assert!(Aside::Cannot(reason).explain().contains(reason.as_str()));
     }
-    let stateful = pod(
-        json!({"ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
-        "name": "db", "uid": "s", "controller": true}]}),
+    let owned_by = |api: &str, kind: &str| {
+        let owner =
+            json!({"apiVersion": api, "kind": kind, "name": "o", "uid": "o", "controller": true});
+        Case {
+            pod: Some(pod(json!({"ownerReferences": [owner]}))),
+            ..case()
+        }
+    };
+    let stateful = owned_by("apps/v1", "StatefulSet");
+    assert_eq!(
+        run(&stateful),
+        Step::StepAside(Aside::Cannot(SkipReason::StatefulSet))
     );
-    let c = Case {
-        pod: Some(stateful),
+    let bare = Case {
+        pod: Some(pod(json!({"ownerReferences": []}))),
         ..case()
     };
     assert_eq!(
-        run(&c),
-        Step::StepAside(Aside::Cannot(SkipReason::StatefulSet))
+        run(&bare),
+        Step::StepAside(Aside::Cannot(SkipReason::BarePod))
     );
-    let bare = pod(json!({"ownerReferences": []}));
-    let c = Case {
-        pod: Some(bare),
-        ..case()
-    };
-    assert_eq!(run(&c), Step::StepAside(Aside::Cannot(SkipReason::BarePod)));
-    let job = pod(
-        json!({"ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
-        "name": "j", "uid": "j", "controller": true}]}),
+    assert_eq!(
+        run(&owned_by("batch/v1", "Job")),
+        Step::StepAside(Aside::NotADeployment)
     );
-    let c = Case {
-        pod: Some(job),
-        ..case()
-    };
-    assert_eq!(run(&c), Step::StepAside(Aside::NotADeployment));
     let c = Case {
         deployment: None,
         ..case()
@@ -282,133 +283,13 @@ fn a_lone_replica_is_rolled_out_once_expected_within_the_hold_timeout() {
 }
 
 #[test]
-fn progress_is_reported_at_most_every_twenty_seconds() {
-    let rolled = || {
-        Some(deployment(
-            json!({}),
-            rolling(),
-            Some("2026-03-01T12:00:01Z"),
-        ))
-    };
-    let soon = Case {
-        deployment: rolled(),
-        now: "2026-03-01T12:00:19Z",
-        ..case()
-    };
-    assert_eq!(run(&soon), Step::Wait);
-    let due = Case {
-        deployment: rolled(),
-        now: "2026-03-01T12:00:20Z",
-        ..case()
-    };
-    let Step::Heartbeat(p) = run(&due) else {
-        panic!("{:?}", run(&due))
-    };
-    assert!(
-        p.message.contains("1/1 updated, 1 available, 2 in all"),
-        "{}",
-        p.message
-    );
-    let beat = eviction(
-        "Active",
-        json!({"heartbeatTime": "2026-03-01T12:00:30Z"}),
-        json!([]),
-    );
-    let after_beat = Case {
-        eviction: beat,
-        deployment: rolled(),
-        now: "2026-03-01T12:00:45Z",
-        ..case()
-    };
-    assert_eq!(run(&after_beat), Step::Wait);
-}
-
-#[test]
-fn the_response_completes_once_the_new_pod_is_ready_and_no_old_one_is_counted() {
-    let c = Case {
-        deployment: Some(deployment(json!({}), done(), Some("2026-03-01T12:00:01Z"))),
-        ..case()
-    };
-    assert!(matches!(run(&c), Step::Complete { .. }));
-    // Not before the controller saw the rollout's generation.
-    let stale = json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1});
-    let c = Case {
-        deployment: Some(deployment(json!({}), stale, Some("2026-03-01T12:00:01Z"))),
-        now: "2026-03-01T12:00:05Z",
-        ..case()
-    };
-    assert_eq!(run(&c), Step::Wait);
-}
-
-#[test]
-fn a_rollout_past_the_hold_timeout_is_given_up() {
-    let rolled = Some(deployment(
-        json!({}),
-        rolling(),
-        Some("2026-03-01T12:00:01Z"),
-    ));
-    let c = Case {
-        deployment: rolled.clone(),
-        timeout: Some(Duration::from_secs(60)),
-        now: "2026-03-01T12:01:00Z",
-        ..case()
-    };
-    assert_eq!(
-        run(&c),
-        Step::StepAside(Aside::TimedOut(Duration::from_secs(60)))
-    );
-    assert_eq!(
-        Aside::TimedOut(Duration::from_secs(60)).outcome(),
-        "timed_out"
-    );
-    let own_deadline = Case {
-        deployment: Some(deployment(
-            json!({"progressDeadlineSeconds": 30}),
-            rolling(),
-            Some("2026-03-01T12:00:01Z"),
-        )),
-        now: "2026-03-01T12:00:31Z",
-        ..case()
-    };
-    assert_eq!(
-        run(&own_deadline),
-        Step::StepAside(Aside::TimedOut(Duration::from_secs(30)))
-    );
-}
-
-#[test]
 fn a_namespace_outside_the_scope_is_handed_over() {
-    let c = case();
-    let rs = replica_set();
-    let pod = c.pod.as_ref().unwrap();
-    let step = decide(&Facts {
-        eviction: &c.eviction,
-        pod: Some(pod),
-        owner: workload::owner(pod, Some(&rs.metadata), c.deployment.as_ref()),
+    let c = Case {
         in_scope: false,
-        max_replicas: 1,
-        timeout: None,
-        now: at(c.now),
-    });
-    assert_eq!(step, Step::StepAside(Aside::OutOfScope));
+        ..case()
+    };
+    assert_eq!(run(&c), Step::StepAside(Aside::OutOfScope));
 }
 
-#[test]
-fn a_pod_on_no_node_is_handed_over_and_a_rollout_never_made_times_out_too() {
-    let mut pending = pod(json!({}));
-    pending.spec.as_mut().unwrap().node_name = None;
-    let c = Case {
-        pod: Some(pending),
-        ..case()
-    };
-    assert_eq!(run(&c), Step::StepAside(Aside::NotScheduled));
-    let c = Case {
-        timeout: Some(Duration::from_secs(60)),
-        now: "2026-03-01T12:01:00Z",
-        ..case()
-    };
-    assert_eq!(
-        run(&c),
-        Step::StepAside(Aside::TimedOut(Duration::from_secs(60)))
-    );
-}
+#[path = "decide_rollout_tests.rs"]
+mod rollout;
