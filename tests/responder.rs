@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use support::drain::{Sampler, lone};
+use support::drain::{Sampler, cordon, lone};
 use support::operator::Operator;
 use support::pods::ready_pods;
 use support::{create_ready_node, kubectl, run_with_input, wait, with_namespace};
@@ -258,6 +258,64 @@ async fn a_guard_killed_mid_response_resumes_it_after_a_restart() {
             .await
             .expect("the guard's entry");
         assert!(entry["completionTime"].is_string(), "{entry}");
+    })
+    .await;
+}
+
+/// A withdrawn request (its only requester says `Withdrawn`) stops the response: the guard
+/// counts it and writes nothing more, not even a completion.
+#[tokio::test]
+async fn a_withdrawn_request_stops_the_response() {
+    with_namespace(|client, ns| async move {
+        if !served(&client).await {
+            println!("skipped: the cluster does not serve lifecycle.k8s.io/v1alpha1");
+            return;
+        }
+        let node = format!("{ns}-a");
+        create_ready_node(&client, &ns, &node).await;
+        let op = Operator::start(&ns, &["--respond-evictions"]).await;
+        let mut web = serde_json::to_value(lone(&ns, "web").build()).unwrap();
+        web["metadata"]["namespace"] = json!(ns);
+        apply(&listing_responder(web));
+        let pod = ready_pod(&client, &ns, "web").await;
+        let name = pod.metadata.name.clone().unwrap();
+        // The only node is cordoned: the rollout's new pod stays Pending, the response open.
+        cordon(&node);
+        let request = request_eviction(&client, &ns, &pod).await;
+        wait::for_some("the first progress report", LIMIT, || async {
+            our_entry(&client, &ns, &name).await?["heartbeatTime"]
+                .as_str()
+                .map(String::from)
+        })
+        .await;
+        let withdraw = json!({"spec": {"intent": "Withdrawn"}});
+        api(&client, &ns, "EvictionRequest")
+            .patch(
+                &request,
+                &Default::default(),
+                &kube::api::Patch::Merge(&withdraw),
+            )
+            .await
+            .unwrap();
+        wait::until("the guard counts the withdrawal", LIMIT, || async {
+            op.metrics()
+                .await
+                .contains("disruption_guard_respond_responses_total{outcome=\"withdrawn\"} 1")
+        })
+        .await;
+        let entry = our_entry(&client, &ns, &name)
+            .await
+            .expect("the guard's entry");
+        assert!(entry.get("completionTime").is_none(), "{entry}");
+        assert!(
+            op.log_text()
+                .contains("EvictionRequest withdrawn: response stopped")
+        );
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        assert!(
+            pods.get_opt(&name).await.unwrap().is_some(),
+            "the pod stays"
+        );
     })
     .await;
 }
