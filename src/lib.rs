@@ -27,6 +27,7 @@ pub mod k8s;
 pub mod operations;
 pub mod operator;
 pub mod resources;
+pub mod respond;
 pub mod rollout;
 pub mod runtime;
 pub mod telemetry;

@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["k8s"],
     &["runtime"],
     &["operations", "rollout"],
-    &["window", "drain", "api", "intercept"],
+    &["window", "drain", "api", "intercept", "respond"],
     &["operator", "client"],
     &["cli"],
 ];

@@ -18,8 +18,8 @@ use super::decide::Hold;
 use super::denials::{Denials, Key};
 use super::handler::Actions;
 use crate::k8s::signals::Signal;
-use crate::rollout::restart::{Cause, Check, Fresh, Outcome, Rollouts};
-use crate::rollout::workload::{self, Chain, SkipReason, Surge};
+use crate::rollout::restart::{Cause, Check, Fresh, Outcome, Rollouts, still_saves};
+use crate::rollout::workload::SkipReason;
 use crate::runtime::Pods;
 use crate::runtime::events::Note;
 use crate::runtime::held;
@@ -87,17 +87,7 @@ impl Actor {
         let max_replicas = self.max_replicas;
         // The fresh objects must still call for the rollout: a Deployment a rollout can save.
         let recheck = |fresh: &Fresh| {
-            let owner = workload::owner(
-                &fresh.pod,
-                Some(&fresh.replica_set.metadata),
-                Some(&fresh.deployment),
-            );
-            let saves = matches!(workload::chain(&fresh.pod, owner), Chain::Deployment { .. })
-                && matches!(
-                    workload::surge(&fresh.deployment, max_replicas),
-                    Surge::Saves { .. }
-                );
-            if saves {
+            if still_saves(fresh, max_replicas) {
                 Check::Go(())
             } else {
                 Check::Stop(())

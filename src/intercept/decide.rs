@@ -13,7 +13,6 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use strum::IntoEnumIterator;
 
@@ -23,12 +22,7 @@ use crate::rollout::records;
 use crate::rollout::target::{NodeRef, Target};
 use crate::rollout::workload::{self, Chain, Owner, SkipReason, Surge};
 
-/// A Deployment's `progressDeadlineSeconds` when it sets none (the API default).
-pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
-/// The longest an eviction is held back: the cap of `--intercept-timeout` and of a
-/// Deployment's own deadline. A drainer that waits longer would rather not be held at all
-/// (Cluster Autoscaler gives up after 2 minutes, a NodeClaim's terminationGracePeriod forces).
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+pub use crate::rollout::deadline::{DEFAULT_PROGRESS_DEADLINE, MAX_TIMEOUT, timeout};
 
 /// The Eviction as the API server sends it for review.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,21 +239,6 @@ pub fn decide(facts: &Facts<'_>) -> Verdict {
         record_hold: held_since.is_none(),
         hold,
     }
-}
-
-/// How long evictions of the Deployment's pod may be denied: `--intercept-timeout` when set,
-/// else the Deployment's `progressDeadlineSeconds` (how long it says a rollout may take);
-/// at most [`MAX_TIMEOUT`] either way.
-pub fn timeout(flag: Option<Duration>, deployment: &Deployment) -> Duration {
-    flag.unwrap_or_else(|| {
-        deployment
-            .spec
-            .as_ref()
-            .and_then(|s| s.progress_deadline_seconds)
-            .and_then(|s| u64::try_from(s).ok())
-            .map_or(DEFAULT_PROGRESS_DEADLINE, Duration::from_secs)
-    })
-    .min(MAX_TIMEOUT)
 }
 
 /// Parses `--intercept-timeout`: a Go duration from 1s to [`MAX_TIMEOUT`]. A longer hold

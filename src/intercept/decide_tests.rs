@@ -4,6 +4,7 @@
 use super::*;
 use crate::k8s::signals::DEFAULT_SIGNALS;
 use crate::resources::names::{EVICTION_HELD_SINCE, RESTARTED_AT, ROLLED_OUT_FOR_NODE};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde_json::{Value, json};
 

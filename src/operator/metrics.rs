@@ -21,6 +21,7 @@ use super::process::ProcessCollector;
 use crate::api::ApiMetrics;
 use crate::drain::DrainMetrics;
 use crate::intercept::InterceptMetrics;
+use crate::respond::RespondMetrics;
 use crate::runtime::controller_runtime::ControllerRuntimeMetrics;
 use crate::runtime::held::HeldNodeSeconds;
 use crate::runtime::refusals::RefusalMetrics;
@@ -48,6 +49,8 @@ pub struct Metrics {
     pub api: Arc<ApiMetrics>,
     /// Eviction interception metrics.
     pub intercept: Arc<InterceptMetrics>,
+    /// EvictionRequest responder metrics.
+    pub respond: Arc<RespondMetrics>,
     /// Requests of the Kubernetes client (its layer is built from this handle).
     pub kube_requests: RequestMetrics,
     /// Objects the watches could not represent (the runtime's readiness reports them).
@@ -95,6 +98,8 @@ impl Default for Metrics {
             ..InterceptMetrics::default()
         };
         intercept.register(registry);
+        let respond = RespondMetrics::default();
+        respond.register(registry);
         Self {
             registry: root,
             leader,
@@ -102,6 +107,7 @@ impl Default for Metrics {
             drain: Arc::new(drain),
             api: Arc::new(api),
             intercept: Arc::new(intercept),
+            respond: Arc::new(respond),
             kube_requests,
             objects_refused,
         }

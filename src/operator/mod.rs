@@ -1,6 +1,6 @@
 //! Wiring of `disruption-guard operator`, the top layer: the flags, the metrics registry, the
 //! admin endpoints, and start-up — one [`Runtime`] built, the window controller, the drain
-//! watcher, the HTTP API and the eviction interception each started from it with their own
+//! watcher, the HTTP API, the eviction interception and the EvictionRequest responder each started from it with their own
 //! flags and metrics, one shutdown signal for all.
 
 use std::net::SocketAddr;
@@ -91,6 +91,9 @@ pub struct OperatorArgs {
 
     #[command(flatten)]
     pub intercept: crate::intercept::InterceptArgs,
+
+    #[command(flatten)]
+    pub respond: crate::respond::RespondArgs,
 }
 
 /// Runs the operator until SIGINT or SIGTERM.
@@ -238,6 +241,17 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
                 router,
                 metrics.intercept.clone(),
             ),
+        ),
+        // The responder shares --max-replicas with the drain watcher and the webhook, and
+        // gives up a rollout after the webhook's hold timeout (--intercept-timeout).
+        crate::respond::run(
+            runtime.clone(),
+            args.respond.clone(),
+            crate::respond::run::Shared {
+                max_replicas: args.drain.max_replicas,
+                timeout: args.intercept.intercept_timeout,
+            },
+            metrics.respond.clone(),
         ),
     )?;
     info!("operator stopped");

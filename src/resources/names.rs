@@ -18,6 +18,14 @@ pub const CLOSE_MANAGER: &str = "disruption-guard/close";
 /// applied the whole registration in earlier versions: an apply of only the `caBundle` under
 /// that manager would drop every other field it owned.
 pub const CA_BUNDLE_FIELD_MANAGER: &str = "disruption-guard-webhook";
+/// Field manager of the EvictionRequest responder's entry in `evictions/status`.
+pub const RESPONDER_FIELD_MANAGER: &str = "disruption-guard-responder";
+/// The guard's EvictionRequest responder: its name in a pod's `spec.evictionResponders` and in
+/// an Eviction's status, and the label key the controller puts on the Evictions it must answer.
+pub const RESPONDER: &str = "disruption-guard.io/rollout";
+/// Namespace label under which the chart's MutatingAdmissionPolicy lists [`RESPONDER`] in new
+/// pods (value `"true"`).
+pub const RESPONDER_NAMESPACE_LABEL: &str = "disruption-guard.io/eviction-responder";
 /// Label key set on every object the operator creates.
 pub const MANAGED_BY_KEY: &str = "app.kubernetes.io/managed-by";
 /// Label value set on every object the operator creates.

@@ -2,6 +2,7 @@
 //! drain watcher and the eviction interception share to do it.
 //!
 //! Pure:
+//! - [`deadline`]: how long a rollout may take before the guard stops waiting for it;
 //! - [`strategy`]: how a Deployment rolls, resolved as the deployment controller resolves it;
 //! - [`workload`]: what a rollout can save — a pod's owner chain and whether its Deployment
 //!   surges a new pod before the old one goes;
@@ -18,6 +19,7 @@
 //! Layering: depends on [`crate::runtime`], [`crate::k8s`] and [`crate::resources`]; the
 //! components (`drain`, `intercept`) use it. Nothing here imports a component.
 
+pub mod deadline;
 pub mod record_writes;
 pub mod records;
 pub mod restart;

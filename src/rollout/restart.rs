@@ -25,6 +25,7 @@ use tracing::debug;
 
 use super::records;
 use super::target::Target;
+use super::workload::{self, Chain, Surge};
 use crate::k8s::references::controller_of;
 use crate::k8s::signals::{self, Signal};
 use crate::resources::names::FIELD_MANAGER;
@@ -107,6 +108,31 @@ pub enum Outcome<D> {
     RolledOut(D),
 }
 
+/// What the re-check asks of the pod's node.
+#[derive(Debug, Clone, Copy)]
+enum NodeMust<'a> {
+    /// Still carry one of these disruption signals (a rollout for a drain).
+    BeDisrupted(&'a [Signal]),
+    /// Only still be the pod's node (a rollout asked for the pod).
+    Exist,
+}
+
+/// Whether the fresh objects still call for a rollout: the pod's owner chain leads to a
+/// Deployment that a rollout can save ([`workload::surge`] within `max_replicas`). The
+/// re-check of the interception and of the EvictionRequest responder.
+pub fn still_saves(fresh: &Fresh, max_replicas: i32) -> bool {
+    let owner = workload::owner(
+        &fresh.pod,
+        Some(&fresh.replica_set.metadata),
+        Some(&fresh.deployment),
+    );
+    matches!(workload::chain(&fresh.pod, owner), Chain::Deployment { .. })
+        && matches!(
+            workload::surge(&fresh.deployment, max_replicas),
+            Surge::Saves { .. }
+        )
+}
+
 /// Why a rollout was made, for its Events.
 #[derive(Debug, Clone)]
 pub struct Cause {
@@ -150,8 +176,22 @@ impl Rollouts {
         enabled: &[Signal],
         check: impl Fn(&Fresh) -> Check<D>,
     ) -> Result<Outcome<D>, Error> {
+        let node = NodeMust::BeDisrupted(enabled);
         retry_conflicts(Error::is_conflict, |_| {
-            self.attempt(target, pdb, enabled, &check)
+            self.attempt(target, pdb, node, &check)
+        })
+        .await
+    }
+
+    /// As [`Self::roll_out`], for a rollout asked for the pod itself (an EvictionRequest),
+    /// not for its node: the node need not be disrupted, only still the pod's.
+    pub async fn roll_out_for_pod<D>(
+        &self,
+        target: &Target,
+        check: impl Fn(&Fresh) -> Check<D>,
+    ) -> Result<Outcome<D>, Error> {
+        retry_conflicts(Error::is_conflict, |_| {
+            self.attempt(target, None, NodeMust::Exist, &check)
         })
         .await
     }
@@ -160,11 +200,11 @@ impl Rollouts {
         &self,
         target: &Target,
         pdb: Option<&str>,
-        enabled: &[Signal],
+        node: NodeMust<'_>,
         check: &impl Fn(&Fresh) -> Check<D>,
     ) -> Result<Outcome<D>, Error> {
         let started = std::time::Instant::now();
-        let Some(fresh) = self.read(target, pdb, enabled).await? else {
+        let Some(fresh) = self.read(target, pdb, node).await? else {
             return Ok(Outcome::MovedOn);
         };
         let rechecked = started.elapsed();
@@ -199,7 +239,7 @@ impl Rollouts {
         &self,
         target: &Target,
         pdb: Option<&str>,
-        enabled: &[Signal],
+        must: NodeMust<'_>,
     ) -> Result<Option<Fresh>, Error> {
         let read = |what| move |source| Error::Recheck { what, source };
         let ns = target.namespace.as_str();
@@ -255,7 +295,9 @@ impl Rollouts {
         let Some(node) = node.filter(|n| n.metadata.uid.as_deref() == Some(node_uid)) else {
             return Ok(None);
         };
-        if signals::disruption(&node, enabled).is_none() {
+        if let NodeMust::BeDisrupted(enabled) = must
+            && signals::disruption(&node, enabled).is_none()
+        {
             return Ok(None);
         }
         let on_node = |p: &Pod| {
