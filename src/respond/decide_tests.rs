@@ -106,6 +106,11 @@ fn case() -> Case {
     }
 }
 
+/// The step the default case takes for `eviction`.
+fn for_eviction(eviction: Eviction) -> Step {
+    run(&Case { eviction, ..case() })
+}
+
 fn run(c: &Case) -> Step {
     let rs = replica_set();
     let owner = match c.pod.as_ref() {
@@ -153,39 +158,15 @@ fn only_the_active_started_and_unfinished_responder_acts() {
 fn a_withdrawn_eviction_stops_the_responder_and_a_decided_one_is_left_alone() {
     let canceled = json!([{"type": "Failed", "status": "True", "reason": CANCELED}]);
     let e = eviction("Active", json!({}), canceled);
-    assert_eq!(
-        run(&Case {
-            eviction: e,
-            ..case()
-        }),
-        Step::Withdrawn
-    );
+    assert_eq!(for_eviction(e), Step::Withdrawn);
     let e = eviction("Canceled", json!({}), json!([]));
-    assert_eq!(
-        run(&Case {
-            eviction: e,
-            ..case()
-        }),
-        Step::Withdrawn
-    );
+    assert_eq!(for_eviction(e), Step::Withdrawn);
     let evicted = json!([{"type": "TargetEvicted", "status": "True", "reason": "PodDeleted"}]);
     let e = eviction("Active", json!({}), evicted);
-    assert_eq!(
-        run(&Case {
-            eviction: e,
-            ..case()
-        }),
-        Step::Idle
-    );
+    assert_eq!(for_eviction(e), Step::Idle);
     let failed = json!([{"type": "Failed", "status": "True", "reason": "NoFurtherResponder"}]);
     let e = eviction("Active", json!({}), failed);
-    assert_eq!(
-        run(&Case {
-            eviction: e,
-            ..case()
-        }),
-        Step::Idle
-    );
+    assert_eq!(for_eviction(e), Step::Idle);
 }
 
 #[test]

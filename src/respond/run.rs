@@ -176,41 +176,25 @@ impl Responder {
         });
         debug!(eviction = ?eviction.metadata.name, ?step, "EvictionRequest response");
         let started = eviction.entry(RESPONDER).and_then(|e| e.start_time);
+        let rolls_out = matches!(step, Step::RollOut(_));
         match step {
             Step::Idle | Step::Wait => Ok(()),
             Step::Withdrawn => Ok(()),
-            Step::RollOut(progress) => {
-                let Some(target) = act::target(&reads) else {
-                    return Ok(());
-                };
-                let rolling =
-                    act::roll_out(&self.rollouts, &target, self.shared.max_replicas, &progress)
-                        .await?;
-                if rolling {
+            Step::RollOut(progress) | Step::Heartbeat(progress) => {
+                if rolls_out {
+                    let Some(target) = act::target(&reads) else {
+                        return Ok(());
+                    };
+                    let max = self.shared.max_replicas;
+                    if !act::roll_out(&self.rollouts, &target, max, &progress).await? {
+                        return Ok(());
+                    }
                     info!(namespace, deployment = %target.deployment, pod = %target.pod,
                         "rolled out for an EvictionRequest");
-                    self.beat(
-                        &eviction,
-                        &uid,
-                        now,
-                        progress.expected,
-                        progress.message,
-                        None,
-                    )
-                    .await?;
                 }
-                Ok(())
-            }
-            Step::Heartbeat(progress) => {
-                self.beat(
-                    &eviction,
-                    &uid,
-                    now,
-                    progress.expected,
-                    progress.message,
-                    None,
-                )
-                .await
+                let (expected, message) = (progress.expected, progress.message);
+                self.beat(&eviction, &uid, now, expected, message, None)
+                    .await
             }
             Step::Complete { message } => {
                 self.beat(&eviction, &uid, now, now, message.clone(), Some(now))

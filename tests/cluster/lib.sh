@@ -14,7 +14,7 @@ COMPONENTS="$CLUSTER_SCRIPTS/components"
 # --kubernetes/--karpenter options (or these variables) choose. Each version has its own wrapper
 # module, components/<name>/<version>/go.mod, and its own cache directory.
 DEFAULT_K8S_VERSION="v1.36.3"
-DEFAULT_KARPENTER_VERSION="v1.14.1"
+DEFAULT_KARPENTER_VERSION="v1.14.3"
 ETCD_VERSION="$(grep -oE 'go.etcd.io/etcd/server/v3 v[0-9.]+' "$COMPONENTS/etcd/go.mod" | head -1 | cut -d" " -f2)"
 KWOK_VERSION="$(grep -oE 'sigs.k8s.io/kwok v[0-9.]+' "$COMPONENTS/kwok/go.mod" | head -1 | cut -d" " -f2)"
 
