@@ -76,16 +76,10 @@ fn a_rollout_past_the_hold_timeout_is_given_up() {
         rolling(),
         Some("2026-03-01T12:00:01Z"),
     ));
-    let c = Case {
+    assert_times_out_after_a_minute(Case {
         deployment: rolled.clone(),
-        timeout: Some(Duration::from_secs(60)),
-        now: "2026-03-01T12:01:00Z",
         ..case()
-    };
-    assert_eq!(
-        run(&c),
-        Step::StepAside(Aside::TimedOut(Duration::from_secs(60)))
-    );
+    });
     assert_eq!(
         Aside::TimedOut(Duration::from_secs(60)).outcome(),
         "timed_out"
@@ -114,10 +108,15 @@ fn a_pod_on_no_node_is_handed_over_and_a_rollout_never_made_times_out_too() {
         ..case()
     };
     assert_eq!(run(&c), Step::StepAside(Aside::NotScheduled));
+    assert_times_out_after_a_minute(case());
+}
+
+/// `c` with a hold timeout of a minute, a minute after its rollout: given up.
+fn assert_times_out_after_a_minute(c: Case) {
     let c = Case {
         timeout: Some(Duration::from_secs(60)),
         now: "2026-03-01T12:01:00Z",
-        ..case()
+        ..c
     };
     assert_eq!(
         run(&c),
