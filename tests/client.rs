@@ -7,7 +7,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use disruption_guard::resources::TestWindow;
@@ -17,36 +17,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::Value;
+use support::cli::{client, run_ok, stdout};
 use support::fixtures::deployment;
 use support::operator::{Operator, binary};
 use support::{wait, with_namespace};
-
-/// The client binary aimed at `op`'s API in namespace `ns`.
-fn client(op: &Operator, ns: &str) -> Command {
-    let mut cmd = Command::new(binary());
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DISRUPTION_GUARD_SERVER", &op.api)
-        .env("DISRUPTION_GUARD_NAMESPACE", ns);
-    cmd
-}
-
-fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{:?} failed with {}:\n{}{}",
-        cmd,
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
 
 async fn window(client: &Client, ns: &str, name: &str) -> TestWindow {
     Api::<TestWindow>::namespaced(client.clone(), ns)

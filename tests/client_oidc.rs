@@ -5,24 +5,15 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use disruption_guard::resources::TestWindow;
 use kube::Api;
 use support::authn;
-use support::operator::{Operator, binary};
+use support::cli::client;
+use support::operator::Operator;
 use support::runner_token::RunnerTokenEndpoint;
 use support::{wait, with_namespace};
-
-fn client(op: &Operator, ns: &str) -> Command {
-    let mut cmd = Command::new(binary());
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DISRUPTION_GUARD_SERVER", &op.api)
-        .env("DISRUPTION_GUARD_NAMESPACE", ns);
-    cmd
-}
 
 #[tokio::test]
 async fn the_client_opens_renews_and_closes_with_the_jobs_id_token_from_github_or_gitlab() {

@@ -13,20 +13,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::Value;
+use support::cli::client;
 use support::fixtures::deployment;
-use support::operator::{Operator, binary};
+use support::operator::Operator;
 use support::window_fields::{field as window_field, ready};
 use support::{wait, with_namespace};
-
-/// The client binary aimed at `op`'s API in namespace `ns`.
-fn client(op: &Operator, ns: &str) -> Command {
-    let mut cmd = Command::new(binary());
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DISRUPTION_GUARD_SERVER", &op.api)
-        .env("DISRUPTION_GUARD_NAMESPACE", ns);
-    cmd
-}
 
 fn text(out: &[u8]) -> String {
     String::from_utf8_lossy(out).into_owned()

@@ -5,11 +5,12 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use disruption_guard::resources::{Phase, TestWindow};
 use kube::Api;
 use serde_json::Value;
+use support::cli::{run_ok as ok, stdout};
 use support::operator::{Operator, binary};
 use support::windows::{is_ready, is_released};
 use support::{kubernetes_bin, repo_root, with_namespace};
@@ -48,22 +49,6 @@ fn kubectl(bin: &Path, kubeconfig: &Path) -> Command {
         .env("KUBECONFIG", kubeconfig)
         .env("HOME", bin.parent().unwrap());
     cmd
-}
-
-fn ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed with {}:\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@
 pub mod action;
 pub mod authn;
 pub mod chart_identity;
+pub mod cli;
 pub mod drain;
 pub mod examples;
 pub mod faults;
