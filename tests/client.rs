@@ -437,14 +437,8 @@ async fn list_filters_by_window_label_and_across_namespaces_as_kubectl_get_does(
             let out =
                 run_ok(client(&op, &ns).args(["list", "--window-selector", &label, "-o", "name"]));
             assert_eq!(stdout(&out), "a\n");
-            let out = run_ok(client(&op, &ns).args([
-                "list",
-                "-A",
-                "--window-selector",
-                &label,
-                "-o",
-                "name",
-            ]));
+            let names_everywhere = ["list", "-A", "--window-selector", &label, "-o", "name"];
+            let out = run_ok(client(&op, &ns).args(names_everywhere));
             assert_eq!(stdout(&out), format!("{ns}/a\n"), "{other} is not served");
             let out = run_ok(client(&op, &ns).args(["list", "-A", "--window-selector", &label]));
             let table = stdout(&out);
@@ -467,14 +461,7 @@ async fn list_filters_by_window_label_and_across_namespaces_as_kubectl_get_does(
             );
 
             // Directly: -A is every namespace the kubeconfig's user may list.
-            let out = run_ok(&mut direct(&[
-                "list",
-                "-A",
-                "--window-selector",
-                &label,
-                "-o",
-                "name",
-            ]));
+            let out = run_ok(&mut direct(&names_everywhere));
             let mut names: Vec<String> = stdout(&out).lines().map(String::from).collect();
             names.sort();
             let mut want = vec![format!("{ns}/a"), format!("{other}/c")];
