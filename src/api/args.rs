@@ -14,11 +14,7 @@ pub const DEFAULT_TOKEN_AUDIENCE: &str = "disruption-guard";
 #[derive(Debug, Clone, Args)]
 pub struct ApiArgs {
     /// Address of the HTTP API for CI.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_API_ADDR",
-        default_value = "0.0.0.0:8080"
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_API_ADDR", default_value = "0.0.0.0:8080")]
     pub api_addr: std::net::SocketAddr,
 
     /// Audience ServiceAccount tokens and CI id-tokens must carry to be accepted by the API.
@@ -129,11 +125,7 @@ pub struct ApiArgs {
 
     /// `?wait=true` requests each identity may have in progress at once; more are answered
     /// 429 (0 refuses every wait).
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_MAX_WAITS_PER_IDENTITY",
-        default_value_t = 50
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_WAITS_PER_IDENTITY", default_value_t = 50)]
     pub max_waits_per_identity: u32,
 }
 

@@ -27,11 +27,7 @@ pub enum Refused {
 
 /// The 429 of a route that never waits.
 #[derive(IntoResponses)]
-#[response(
-    status = 429,
-    description = "Rate limited",
-    content_type = "application/problem+json"
-)]
+#[response(status = 429, description = "Rate limited", content_type = "application/problem+json")]
 pub struct RateLimited(pub Problem);
 
 /// The 429 of a route that can wait (`?wait=true`): rate limited, or over the identity's waits.
@@ -45,11 +41,7 @@ pub struct RateLimitedOrTooManyWaits(pub Problem);
 
 /// The 404 of a route that names a window.
 #[derive(IntoResponses)]
-#[response(
-    status = 404,
-    description = "No such window",
-    content_type = "application/problem+json"
-)]
+#[response(status = 404, description = "No such window", content_type = "application/problem+json")]
 pub struct NoSuchWindow(pub Problem);
 
 /// What a route that reads a JSON body answers to a body it cannot read.

@@ -30,21 +30,11 @@ pub struct Connection {
     #[arg(long, env = "DISRUPTION_GUARD_SERVER", global = true)]
     pub server: Option<String>,
     /// Bearer token for the API.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_TOKEN",
-        hide_env_values = true,
-        global = true
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
     /// File holding the bearer token (e.g. a projected ServiceAccount token); read again for
     /// every request, so a token rotated on disk is picked up.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_TOKEN_FILE",
-        global = true,
-        conflicts_with = "token"
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_TOKEN_FILE", global = true, conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
     /// Use the CI job's own OIDC id-token instead of a stored one (takes precedence over
     /// --token and --token-file). `github`: requested from the runner for --oidc-audience (the

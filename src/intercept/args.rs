@@ -45,19 +45,11 @@ pub struct InterceptArgs {
     pub intercept_namespace: String,
 
     /// Service through which the API server reaches the webhook (in a cluster).
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_INTERCEPT_SERVICE",
-        default_value = "disruption-guard"
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_SERVICE", default_value = "disruption-guard")]
     pub intercept_service: String,
 
     /// Port of that Service.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_INTERCEPT_SERVICE_PORT",
-        default_value_t = 443
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_SERVICE_PORT", default_value_t = 443)]
     pub intercept_service_port: u16,
 
     /// Reviews per second each requester (client address, requesting user and namespace) may
@@ -65,19 +57,11 @@ pub struct InterceptArgs {
     /// cache does not hold, or on nodes not being disrupted, are answered at no cost); over the
     /// limit a review is allowed without acting on it (fail open, counted). 0 turns the limit
     /// off.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_INTERCEPT_RATE_LIMIT",
-        default_value_t = 200
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_RATE_LIMIT", default_value_t = 200)]
     pub intercept_rate_limit: u32,
 
     /// Reviews each requester may send in a burst.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_INTERCEPT_RATE_BURST",
-        default_value_t = 1000
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_INTERCEPT_RATE_BURST", default_value_t = 1000)]
     pub intercept_rate_burst: u32,
 
     /// Webhook connections served at once; further clients wait to be accepted.

@@ -25,11 +25,7 @@ use crate::runtime::{Caches, Leadership, Readiness, Runtime, connection, leader,
 #[derive(Debug, Clone, Args)]
 pub struct OperatorArgs {
     /// Address of the admin endpoints: /metrics, /healthz, /readyz.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_ADMIN_ADDR",
-        default_value = "0.0.0.0:9090"
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_ADMIN_ADDR", default_value = "0.0.0.0:9090")]
     pub admin_addr: SocketAddr,
 
     /// Check the flags (each one, and what they say together) and exit: 0 when they are valid,
@@ -62,11 +58,7 @@ pub struct OperatorArgs {
     pub leader_election_identity: Option<String>,
 
     /// Seconds a Lease stays valid without renewal; renewals happen every third of it.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_LEASE_DURATION_SECONDS",
-        default_value_t = 15
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_LEASE_DURATION_SECONDS", default_value_t = 15)]
     pub lease_duration_seconds: u64,
 
     /// Offer HTTP/2 to the API server: one connection carries every watch and request.

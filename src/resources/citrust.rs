@@ -54,11 +54,7 @@ pub const MAX_SUBJECT_STARS: usize = 8;
     printcolumn(name = "Subject", type_ = "string", json_path = ".spec.subject"),
     printcolumn(name = "Grants", type_ = "string", json_path = ".spec.grants"),
     printcolumn(name = "Max TTL", type_ = "string", json_path = ".spec.bounds.maxTtl"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CITrustSpec {

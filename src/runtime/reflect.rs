@@ -49,33 +49,16 @@ where
     }
 }
 
-/// What a reflector can hold: a statically typed, deserializable object shared across tasks,
-/// that can be named by its metadata alone ([`Stub`]).
-pub trait Cacheable:
-    Resource<DynamicType = ()>
-    + Stub
-    + Keep
-    + Clone
-    + DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
+/// What a reflector can hold: a statically typed, deserializable object shared across tasks
+/// ([`Shared`]), that can be named by its metadata alone ([`Stub`]).
+pub trait Cacheable: Resource<DynamicType = ()> + Stub + Keep + Shared + DeserializeOwned {}
 
-impl<K> Cacheable for K where
-    K: Resource<DynamicType = ()>
-        + Stub
-        + Keep
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
+impl<K: Resource<DynamicType = ()> + Stub + Keep + Shared + DeserializeOwned> Cacheable for K {}
+
+/// A value tasks share: cloned, logged, sent between threads.
+pub trait Shared: Clone + std::fmt::Debug + Send + Sync + 'static {}
+
+impl<T: Clone + std::fmt::Debug + Send + Sync + 'static> Shared for T {}
 
 /// What a watch reads: an Api of one kind, read one object at a time ([`Decoded`]), and the
 /// kind's type information (`()` for a statically typed kind, whose Api converts into this).

@@ -20,21 +20,13 @@ pub struct WindowArgs {
     /// `static:<name>`), comma-separated, or `*` for everyone. Windows opened under a CITrust
     /// follow its `bounds.daemonSets`. Empty: nobody else; the API refuses such an open (403)
     /// and the controller protects nothing of such a window.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_ALLOW_DAEMON_SETS_FOR",
-        value_delimiter = ','
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_ALLOW_DAEMON_SETS_FOR", value_delimiter = ',')]
     pub allow_daemon_sets_for: Vec<String>,
 
     /// Nodes the windows of one namespace may hold at once (0: no cap). A window that would
     /// hold more protects nothing more and is `Ready=False` (reason `NodeLimit`); what the
     /// namespace's windows hold stays held.
-    #[arg(
-        long,
-        env = "DISRUPTION_GUARD_MAX_NODES_PER_NAMESPACE",
-        default_value_t = 20
-    )]
+    #[arg(long, env = "DISRUPTION_GUARD_MAX_NODES_PER_NAMESPACE", default_value_t = 20)]
     pub max_nodes_per_namespace: u32,
 
     /// How long a Closed or Expired window is kept, with its report, before it is deleted.
