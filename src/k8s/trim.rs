@@ -17,7 +17,7 @@
 //! | Pod (a `PodDigest`) | `spec.nodeName`; `status.phase`, `status.startTime`, the `DisruptionTarget` condition, `Ready`'s status, container restart counts |
 //! | Node | `spec.taints`, `spec.unschedulable` (no status) |
 //! | ReplicaSet, StatefulSet | `spec.selector`, `spec.replicas` (no template, no status) |
-//! | Deployment | `spec.selector`, `replicas`, `strategy`, `paused`, `progressDeadlineSeconds`, the template's `restartedAt` annotation; `status.observedGeneration`, `replicas`, `updatedReplicas` |
+//! | Deployment | `spec.selector`, `replicas`, `strategy`, `paused`, `progressDeadlineSeconds`, the template's `restartedAt` annotation; `status.observedGeneration`, `replicas`, `updatedReplicas`, `availableReplicas` |
 //! | PodDisruptionBudget | spec and status |
 //! | CITrust | spec |
 
@@ -176,6 +176,7 @@ pub fn deployment(d: &mut Deployment) {
             observed_generation: status.observed_generation,
             replicas: status.replicas,
             updated_replicas: status.updated_replicas,
+            available_replicas: status.available_replicas,
             ..DeploymentStatus::default()
         };
     }

@@ -226,7 +226,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
                 max_replicas: args.drain.max_replicas,
             },
             metrics.intercept.clone(),
-            caches,
+            caches.clone(),
             |router| crate::intercept::serve::serve(
                 runtime.clone(),
                 args.intercept.clone(),
@@ -244,6 +244,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
                 timeout: args.intercept.intercept_timeout,
             },
             metrics.respond.clone(),
+            caches,
         ),
     )?;
     info!("operator stopped");

@@ -1,15 +1,17 @@
-//! The responder's I/O: the fresh reads one decision needs (the pod, its ReplicaSet and
-//! Deployment, its node), the rollout through the shared guarded write
+//! The responder's I/O: the reads one decision needs from the shared caches (the pod, from a
+//! watch of that one pod while the response lasts; its ReplicaSet, Deployment and node), the rollout through the shared guarded write
 //! ([`Rollouts::roll_out_for_pod`], so the drain watcher, the webhook and the responder make it
 //! once per (Deployment, node)), the guard's entry in `evictions/status` by server-side apply
 //! under its own field manager, and the Events on the pod and the Deployment.
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::api::Patch;
-use kube::core::PartialObjectMeta;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -19,19 +21,21 @@ use crate::k8s::references::{controller_of, reference};
 use crate::resources::names::{RESPONDER, RESPONDER_FIELD_MANAGER};
 use crate::rollout::restart::{self, Cause, Check, Outcome, Rollouts};
 use crate::rollout::target::{NodeRef, Target};
+use crate::runtime::Scope;
+use crate::runtime::caches::Caches;
 use crate::runtime::events::Note;
 use crate::runtime::write;
 
 /// Action of the responder's Events.
 pub const ACTION: &str = "RespondToEvictionRequest";
 
-/// The objects one decision reads, fresh from the API server.
+/// The objects one decision reads, from the shared caches.
 #[derive(Default)]
 pub struct Reads {
     pub pod: Option<Pod>,
-    pub replica_set: Option<PartialObjectMeta<ReplicaSet>>,
-    pub deployment: Option<Deployment>,
-    pub node: Option<Node>,
+    pub replica_set: Option<Arc<ReplicaSet>>,
+    pub deployment: Option<Arc<Deployment>>,
+    pub node: Option<Arc<Node>>,
 }
 
 /// The guard's entry in an Eviction's status, as written.
@@ -43,32 +47,36 @@ pub struct Entry {
     pub message: String,
 }
 
-/// Reads the pod of `eviction` and, following its controller references, its ReplicaSet,
-/// Deployment and node.
-pub async fn read(client: &Client, eviction: &Eviction) -> Result<Reads, kube::Error> {
+/// The pod's own cache: one pod watched while the guard responds for it.
+pub fn scope(eviction: &Eviction) -> Option<Scope> {
+    let ns = eviction.metadata.namespace.clone()?;
+    Some(Scope::Pod(ns, eviction.pod()?.name.clone()))
+}
+
+/// Reads the pod of `eviction` from its [`scope`] and, following its controller references,
+/// its ReplicaSet, Deployment and node from the shared caches.
+pub fn read(caches: &Caches, eviction: &Eviction) -> Reads {
     let ns = eviction.metadata.namespace.as_deref().unwrap_or_default();
     let Some(target) = eviction.pod() else {
-        return Ok(Reads::default());
+        return Reads::default();
     };
-    let pod = Api::<Pod>::namespaced(client.clone(), ns)
-        .get_opt(&target.name)
-        .await?;
+    let pod = caches.pods.get(ns, &target.name).map(|p| p.to_pod());
     let mut reads = Reads {
         pod,
         ..Reads::default()
     };
     let Some(pod) = reads.pod.as_ref() else {
-        return Ok(reads);
+        return reads;
     };
     if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-        reads.node = Api::<Node>::all(client.clone()).get_opt(node).await?;
+        reads.node = caches.nodes.get(&ObjectRef::new(node));
     }
     let Some(rs) = controller_of(&pod.metadata).filter(|o| o.kind == "ReplicaSet") else {
-        return Ok(reads);
+        return reads;
     };
-    reads.replica_set = Api::<ReplicaSet>::namespaced(client.clone(), ns)
-        .get_metadata_opt(&rs.name)
-        .await?;
+    reads.replica_set = caches
+        .replica_sets
+        .get(&ObjectRef::new(&rs.name).within(ns));
     let deployment = reads
         .replica_set
         .as_ref()
@@ -76,11 +84,9 @@ pub async fn read(client: &Client, eviction: &Eviction) -> Result<Reads, kube::E
         .filter(|o| o.kind == "Deployment")
         .map(|o| o.name.clone());
     if let Some(name) = deployment {
-        reads.deployment = Api::<Deployment>::namespaced(client.clone(), ns)
-            .get_opt(&name)
-            .await?;
+        reads.deployment = caches.deployments.get(&ObjectRef::new(&name).within(ns));
     }
-    Ok(reads)
+    reads
 }
 
 /// Writes the guard's entry of `eviction`'s `status.responders` (server-side apply, forced,

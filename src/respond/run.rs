@@ -1,8 +1,9 @@
 //! Starting the responder: off unless `--respond-evictions`; idle, with one log line, when the
 //! cluster does not serve `lifecycle.k8s.io/v1alpha1` Evictions (the `EvictionRequestAPI` gate
 //! off); else a watch of the Evictions labelled for [`RESPONDER`] and, every
-//! `--respond-interval` while this replica leads, one decision per Eviction from fresh reads,
-//! and its writes.
+//! `--respond-interval` while this replica leads, one decision per Eviction from the shared
+//! caches, and its writes. The target pod of each response under way is watched on its own
+//! ([`Scope::Pod`]) until the response ends.
 //!
 //! What this replica wrote is remembered ([`Written`]) and laid over the cached Eviction before
 //! deciding, so a write the watch has not shown back yet is not made twice (a second
@@ -10,8 +11,9 @@
 //! Eviction as the API server has it: the rollout it made is found on the Deployment, the
 //! heartbeats go on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::runtime::reflector::{self, Store};
@@ -27,13 +29,17 @@ use crate::k8s::decoded::Decoded;
 use crate::resources::names::RESPONDER;
 use crate::rollout::restart::Rollouts;
 use crate::rollout::workload;
-use crate::runtime::Runtime;
-use crate::runtime::caches::reflect;
+use crate::runtime::caches::{Caches, reflect};
+use crate::runtime::{Runtime, Scope};
 
 pub use super::args::Shared;
 
 /// The watch's name (logs, readiness).
 const WATCH: &str = "evictions";
+
+/// How long a decision waits for its pod's watch to list the pod; it is made on a later tick
+/// when the watch is slower.
+const POD_SYNC: Duration = Duration::from_secs(2);
 
 /// What this replica wrote into one Eviction's entry.
 #[derive(Debug, Clone, Default)]
@@ -48,6 +54,7 @@ pub async fn run(
     args: RespondArgs,
     shared: Shared,
     metrics: Arc<RespondMetrics>,
+    caches: Caches,
 ) -> anyhow::Result<()> {
     if !args.respond_evictions {
         return Ok(());
@@ -77,6 +84,7 @@ pub async fn run(
     let mut responder = Responder {
         rollouts: Rollouts::new(&runtime),
         runtime: runtime.clone(),
+        caches,
         shared,
         metrics,
         written: HashMap::new(),
@@ -108,6 +116,7 @@ async fn served(client: &Client) -> bool {
 
 struct Responder {
     runtime: Runtime,
+    caches: Caches,
     rollouts: Rollouts,
     shared: Shared,
     metrics: Arc<RespondMetrics>,
@@ -118,6 +127,7 @@ impl Responder {
     /// One decision per cached Eviction, while this replica leads.
     async fn pass(&mut self, store: &Store<Eviction>) {
         if !self.runtime.leader.is_leader() {
+            self.caches.pods.retain(|s| !matches!(s, Scope::Pod(..)));
             return;
         }
         let evictions = store.state();
@@ -126,14 +136,30 @@ impl Responder {
             .filter_map(|e| e.metadata.uid.clone())
             .collect();
         self.written.retain(|uid, _| live.contains(uid));
-        for eviction in evictions {
-            if let Err(error) = self.respond(&eviction).await {
+        for eviction in &evictions {
+            if let Err(error) = self.respond(eviction).await {
                 warn!(
                     eviction = ?eviction.metadata.name, namespace = ?eviction.metadata.namespace,
                     %error, "EvictionRequest response failed; trying again"
                 );
             }
         }
+        // The pods of the responses still under way stay watched; the others' watches end.
+        let under_way: HashSet<Scope> = evictions
+            .iter()
+            .filter(|e| self.under_way(e))
+            .filter_map(|e| act::scope(e))
+            .collect();
+        self.caches
+            .pods
+            .retain(|s| !matches!(s, Scope::Pod(..)) || under_way.contains(s));
+    }
+
+    /// Whether the guard's response to `cached` is Active, started and not finished.
+    fn under_way(&self, cached: &Eviction) -> bool {
+        let uid = cached.metadata.uid.as_deref().unwrap_or_default();
+        let written = self.written.get(uid).cloned().unwrap_or_default();
+        !written.done && decide::turn(&overlay(cached, &written)).is_none()
     }
 
     async fn respond(&mut self, cached: &Eviction) -> anyhow::Result<()> {
@@ -143,7 +169,7 @@ impl Responder {
             return Ok(());
         }
         let eviction = overlay(cached, &written);
-        // Only an Active, unfinished response needs the fresh reads.
+        // Only an Active, unfinished response needs the reads.
         match decide::turn(&eviction) {
             None => {}
             Some(Step::Withdrawn) => {
@@ -154,13 +180,18 @@ impl Responder {
             }
             Some(_) => return Ok(()),
         }
-        let reads = act::read(&self.runtime.client, &eviction).await?;
+        if let Some(scope) = act::scope(&eviction)
+            && !self.caches.pods.synced(scope, POD_SYNC).await
+        {
+            return Ok(());
+        }
+        let reads = act::read(&self.caches, &eviction);
         let namespace = eviction.metadata.namespace.as_deref().unwrap_or_default();
         let owner = match reads.pod.as_ref() {
             Some(pod) => workload::owner(
                 pod,
                 reads.replica_set.as_ref().map(|rs| &rs.metadata),
-                reads.deployment.as_ref(),
+                reads.deployment.as_deref(),
             ),
             None => workload::Owner::None,
         };

@@ -291,7 +291,7 @@ impl NodeScopes {
                     .nodes
                     .get(&ObjectRef::new(name))
                     .is_some_and(|n| disrupted(&n)),
-                Scope::Namespace(_) => true,
+                Scope::Namespace(_) | Scope::Pod(..) => true,
             }),
             watcher::Event::Init => {}
         }

@@ -9,6 +9,9 @@
 //!   watch of its pods (`fieldSelector=spec.nodeName=<node>`, which the API server's watch
 //!   cache serves from an index, as it does for every kubelet) until the disruption ends or the
 //!   node goes; their changes ask the drain watcher to look at the node again.
+//! - **Pod scopes** are wanted by the EvictionRequest responder while it responds for a pod: a
+//!   watch of that one pod (`fieldSelector=metadata.name=<name>` in its namespace), read on the
+//!   responder's own ticks.
 //!
 //! A pod deleted from a node scope after the Eviction API evicted it
 //! ([`PodDigest::evicted_through_eviction_api`]) is counted in the counter handed to
@@ -57,6 +60,8 @@ pub enum Scope {
     Namespace(String),
     /// Every pod bound to a node being disrupted.
     Node(String),
+    /// One pod (namespace, name) the EvictionRequest responder responds for.
+    Pod(String, String),
 }
 
 /// One scope's watch: its store, whether its first list is complete, and its task (aborted
@@ -228,13 +233,17 @@ impl Pods {
         out
     }
 
-    /// The cached pod `name` in `namespace`, from its namespace's scope or its node's.
+    /// The cached pod `name` in `namespace`, from its namespace's scope, its own or its node's.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PodDigest>> {
         let key = ObjectRef::new(name).within(namespace);
         let watches = self.read();
-        if let Some(pod) = watches
-            .get(&Scope::Namespace(namespace.to_string()))
-            .and_then(|w| w.store.get(&key))
+        let own = [
+            Scope::Namespace(namespace.to_string()),
+            Scope::Pod(namespace.to_string(), name.to_string()),
+        ];
+        if let Some(pod) = own
+            .iter()
+            .find_map(|scope| watches.get(scope).and_then(|w| w.store.get(&key)))
         {
             return Some(pod);
         }
@@ -276,6 +285,12 @@ impl Pods {
                 Api::<Decoded<PodDigest>>::namespaced(inner.client.clone(), ns),
                 list_from_watch_cache(),
                 Some(inner.window.clone()),
+                Box::new(|_: &watcher::Event<PodDigest>| None),
+            ),
+            Scope::Pod(ns, name) => (
+                Api::<Decoded<PodDigest>>::namespaced(inner.client.clone(), ns),
+                list_from_watch_cache().fields(&format!("metadata.name={name}")),
+                None,
                 Box::new(|_: &watcher::Event<PodDigest>| None),
             ),
             Scope::Node(node) => {

@@ -208,7 +208,7 @@ impl NamespaceScopes {
             }
             watcher::Event::InitDone => self.pods.retain(|scope| match scope {
                 Scope::Namespace(ns) => has_windows(ns),
-                Scope::Node(_) => true,
+                Scope::Node(_) | Scope::Pod(..) => true,
             }),
             watcher::Event::Init => {}
         }

@@ -125,6 +125,7 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
             let cached = match &scope {
                 Scope::Namespace(ns) => ctx.stores.pods.in_namespace(ns),
                 Scope::Node(node) => ctx.stores.pods.on_node(node),
+                Scope::Pod(ns, name) => ctx.stores.pods.get(ns, name).into_iter().collect(),
             };
             // Only pods the guard wrote to are copied.
             let written = cached
