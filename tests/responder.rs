@@ -3,7 +3,8 @@
 //! test acts as a requester (an EvictionRequest for a pod whose template lists the responder),
 //! and the guard rolls a lone replica's Deployment out without a sample lacking a Ready pod, or
 //! hands a pod a rollout cannot save over to the imperative evictor. With the gate off (the
-//! default cluster) the responder idles.
+//! default cluster) the responder idles. The chart's RBAC and admission policy are enough for
+//! it: one test runs it as the chart's ServiceAccount.
 //!
 //! The 1.38 cluster: `DISRUPTION_GUARD_CLUSTER_DIR=$PWD/.cluster/k138 tests/cluster/up
 //! --kubernetes 1.38.0-beta.0 --feature-gates EvictionRequestAPI=true`. Each test says why it
@@ -18,6 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Api, Client};
 use serde_json::{Value, json};
+use support::chart_identity::ChartIdentity;
 use support::drain::{Sampler, cordon, lone};
 use support::operator::Operator;
 use support::pods::ready_pods;
@@ -167,6 +169,55 @@ async fn a_lone_replica_listing_the_responder_is_rolled_out_with_zero_downtime()
         assert_ne!(ready[0].metadata.uid, pod.metadata.uid);
         let metrics = op.metrics().await;
         assert!(metrics.contains("disruption_guard_respond_responses_total{outcome=\"completed\"} 1"), "{metrics}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_responder_rolls_out_with_only_the_charts_rbac() {
+    with_namespace(|client, ns| async move {
+        if !served(&client).await {
+            println!("skipped: the cluster does not serve lifecycle.k8s.io/v1alpha1 (start it with --kubernetes 1.38.0-beta.0 --feature-gates EvictionRequestAPI=true)");
+            return;
+        }
+        create_ready_node(&client, &ns, &format!("{ns}-a")).await;
+        create_ready_node(&client, &ns, &format!("{ns}-b")).await;
+        // The chart's ServiceAccount, RBAC and admission policy with the responder enabled; the
+        // operator as the chart starts it (leader election, the chart's flags for the responder).
+        let identity = ChartIdentity::install_with(&ns, &["--set", "respond.enabled=true"]);
+        let op = Operator::start_as(
+            &ns,
+            vec![
+                format!("--namespaces={ns}"),
+                "--insecure-no-auth".into(),
+                "--respond-evictions".into(),
+                "--leader-election".into(),
+                format!("--leader-election-namespace={ns}"),
+                "--leader-election-identity=chart-sa".into(),
+            ],
+            identity.kubeconfig.clone(),
+        )
+        .await;
+        let mut web = serde_json::to_value(lone(&ns, "web").starts_in("2s").build()).unwrap();
+        web["metadata"]["namespace"] = json!(ns);
+        apply(&listing_responder(web));
+        let pod = ready_pod(&client, &ns, "web").await;
+
+        let request = request_eviction(&client, &ns, &pod).await;
+        until_evicted(&client, &ns, &request).await;
+        let entry = our_entry(&client, &ns, pod.metadata.name.as_deref().unwrap())
+            .await
+            .expect("the guard's entry");
+        assert!(entry["completionTime"].is_string(), "{entry}");
+        assert!(
+            restarted_at(&client, &ns, "web").await.is_some(),
+            "the responder rolled the Deployment out"
+        );
+        let log = op.log_text();
+        assert!(
+            !log.to_lowercase().contains("forbidden"),
+            "a request was forbidden:\n{log}"
+        );
     })
     .await;
 }
