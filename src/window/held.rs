@@ -18,7 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DynamicObject;
 
 use super::plan::{World, is_live};
-use crate::k8s::signals::{self, Signal};
+use super::report::node_disruption;
+use crate::k8s::signals::Signal;
 use crate::resources::window_status::{HeldBy, HeldNode, HeldSeconds};
 use crate::resources::{PodDigest, Protect};
 
@@ -68,12 +69,7 @@ pub fn holds(
         let Some(name) = pod.node_name() else {
             continue;
         };
-        let draining = world
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))
-            .is_some_and(|n| signals::disruption(n, signals).is_some());
-        let by = if draining {
+        let by = if node_disruption(world, name, signals).is_some() {
             (pdb.then_some(HeldBy::Pdb)).or(annotates.then_some(HeldBy::Annotation))
         } else if candidates.contains(name) {
             (annotates.then_some(HeldBy::Annotation)).or(pdb.then_some(HeldBy::Pdb))
@@ -100,23 +96,17 @@ pub fn advance(
     now: Timestamp,
 ) -> (BTreeMap<String, HeldNode>, HeldSeconds) {
     let mut ended = HeldSeconds::default();
-    let mut next = BTreeMap::new();
     for (node, hold) in previous {
         if now_held.get(node) != Some(&hold.by) {
             ended.add(hold.by, seconds(&hold.since, now));
         }
     }
-    for (node, by) in now_held {
-        let hold = match previous.get(node) {
-            Some(hold) if hold.by == *by => hold.clone(),
-            _ => HeldNode {
-                since: Time(now),
-                by: *by,
-            },
-        };
-        next.insert(node.clone(), hold);
-    }
-    (next, ended)
+    let next = now_held.iter().map(|(node, &by)| {
+        let kept = previous.get(node).filter(|hold| hold.by == by).cloned();
+        let since = Time(now);
+        (node.clone(), kept.unwrap_or(HeldNode { since, by }))
+    });
+    (next.collect(), ended)
 }
 
 /// The seconds of every hold in `held`, ended at `end` (the window's end).
