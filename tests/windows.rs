@@ -665,7 +665,7 @@ async fn the_start_up_sweep_removes_what_no_window_wants_and_keeps_other_namespa
     .await;
 }
 
-/// Reasons and notes of the Events recorded on window `name`.
+/// Reasons and notes (messages) of the Events recorded on window `name`.
 async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
     Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
@@ -673,7 +673,7 @@ async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<(String, String
         .unwrap()
         .items
         .into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
         .collect()
 }
 
