@@ -16,6 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
 use super::model::{WindowFacts, World, is_live, labels, selected_pods, workload_of};
 use crate::k8s::fields::{has_manager, holds_fields};
 use crate::k8s::selector;
@@ -42,25 +44,20 @@ impl Admission {
         if self.refused.is_empty() {
             return None;
         }
-        let shown: Vec<&str> = self.refused.iter().take(5).map(String::as_str).collect();
-        let more = self.refused.len().saturating_sub(shown.len());
+        let mut shown = self.refused[..self.refused.len().min(5)].join(", ");
+        if self.refused.len() > 5 {
+            shown.push_str(&format!(" and {} more", self.refused.len() - 5));
+        }
         Some(format!(
             "the windows of this namespace hold {} nodes, the most allowed \
-             (--max-nodes-per-namespace={cap}); not protected: {}{}",
-            self.held,
-            shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
+             (--max-nodes-per-namespace={cap}); not protected: {shown}",
+            self.held
         ))
     }
 }
 
 /// One piece of protection and the nodes it holds.
 struct Unit {
-    key: String,
     pods: BTreeSet<String>,
     nodes: BTreeSet<String>,
     /// The namespace protects it now (its manager on one of the pods, or on the PDB).
@@ -77,8 +74,14 @@ fn namespace_pods<'a>(window: &WindowFacts, world: &'a World) -> Vec<&'a Arc<Pod
         .collect()
 }
 
-/// The units of `window`'s selection.
-fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
+/// Whether `pdb` is of the window's namespace and its field manager `manager` holds it.
+fn holds_pdb(window: &WindowFacts, manager: &str, pdb: &PodDisruptionBudget) -> bool {
+    pdb.metadata.namespace.as_deref() == Some(window.namespace.as_str())
+        && holds_fields(&pdb.metadata, manager)
+}
+
+/// The units of `window`'s selection, by key (`Deployment/api`, `pod/agent-x`).
+fn units(window: &WindowFacts, world: &World) -> BTreeMap<String, Unit> {
     let manager = namespace_field_manager(&window.namespace);
     let ns_pods = namespace_pods(window, world);
     let mut units: BTreeMap<String, Unit> = BTreeMap::new();
@@ -96,18 +99,16 @@ fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
                     .copied()
                     .filter(|p| selector::matches(&w.selector, labels(&p.metadata)))
                     .collect();
-                let pdb = w.pdb_name();
-                let pdb_held = world.pdbs.iter().any(|p| {
-                    p.metadata.name.as_deref() == Some(pdb.as_str())
-                        && p.metadata.namespace.as_deref() == Some(window.namespace.as_str())
-                        && holds_fields(&p.metadata, &manager)
-                });
+                let pdb = Some(w.pdb_name());
+                let pdb_held = world
+                    .pdbs
+                    .iter()
+                    .any(|p| p.metadata.name == pdb && holds_pdb(window, &manager, p));
                 (format!("{}/{}", w.kind, w.name), covered, pdb_held)
             }
             None => (format!("pod/{name}"), vec![pod], false),
         };
-        let unit = units.entry(key.clone()).or_insert_with(|| Unit {
-            key,
+        let unit = units.entry(key).or_insert_with(|| Unit {
             pods: BTreeSet::new(),
             nodes: BTreeSet::new(),
             held: pdb_held,
@@ -122,7 +123,7 @@ fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
                 .map(str::to_string),
         );
     }
-    units.into_values().collect()
+    units
 }
 
 /// The nodes `window`'s namespace holds now: those its manager annotated, those of the pods it annotated,
@@ -141,10 +142,7 @@ fn held_nodes(window: &WindowFacts, world: &World) -> BTreeSet<String> {
             held.extend(pod.node_name().map(str::to_string));
         }
     }
-    for pdb in world.pdbs.iter().filter(|p| {
-        p.metadata.namespace.as_deref() == Some(window.namespace.as_str())
-            && holds_fields(&p.metadata, &manager)
-    }) {
+    for pdb in world.pdbs.iter().filter(|p| holds_pdb(window, &manager, p)) {
         let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
             continue;
         };
@@ -170,13 +168,13 @@ pub fn admit(cap: u32, windows: &[WindowFacts], uid: &str, world: &World) -> Adm
         let this = window.uid == uid;
         let mut admitted = BTreeSet::new();
         let mut refused = Vec::new();
-        for unit in units(window, world) {
+        for (key, unit) in units(window, world) {
             let new = unit.nodes.difference(&total).count();
             if new == 0 || unit.held || total.len() + new <= cap {
                 total.extend(unit.nodes);
                 admitted.extend(unit.pods);
             } else {
-                refused.push(unit.key);
+                refused.push(key);
             }
         }
         if this {
