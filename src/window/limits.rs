@@ -69,14 +69,11 @@ pub fn restrict(
         .filter(|w| w.metadata.uid != window.metadata.uid)
         .chain([window])
         .collect();
-    ordered.sort_by(|a, b| {
-        let key = |w: &TestWindow| {
-            (
-                w.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                w.metadata.name.clone(),
-            )
-        };
-        key(a).cmp(&key(b))
+    ordered.sort_by_key(|w| {
+        (
+            w.metadata.creation_timestamp.clone(),
+            w.metadata.name.clone(),
+        )
     });
     let windows: Vec<WindowFacts> = ordered
         .into_iter()
