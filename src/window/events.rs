@@ -81,31 +81,22 @@ pub(super) async fn write_statuses(
         }
         let d = &mut decided[i];
         ctx.remember_status(&d.window, &status);
-        events(
-            &d.window,
-            ctx,
-            &d.previous,
-            &status,
-            &d.timing,
-            &views[i],
-            now,
-        );
+        events(ctx, d, &status, &views[i], now);
         d.previous = status;
     }
     failure.map_or(Ok(()), Err)
 }
 
-/// Records the metrics and logs of a window's change from `previous` to the `status` just
-/// written, and publishes its Events ([`notes`]).
-pub(super) fn events(
-    window: &TestWindow,
+/// Records the metrics and logs of the change from `d.previous` to the `status` just written,
+/// and publishes its Events ([`notes`]).
+fn events(
     ctx: &Context,
-    previous: &TestWindowStatus,
+    d: &Decided,
     status: &TestWindowStatus,
-    timing: &Timing,
     plan: &WindowPlan,
     now: Timestamp,
 ) {
+    let (window, previous, timing) = (&*d.window, &d.previous, &d.timing);
     let name = window.name_any();
     // What the report added to the node-seconds held, once: `previous` is what was written.
     let namespace = window.metadata.namespace.as_deref().unwrap_or_default();
@@ -132,26 +123,25 @@ pub(super) fn events(
         let phase = status.phase.as_str();
         info!(window = %name, phase, "window ended, releasing protection");
     }
-    for (type_, reason, note) in notes(window, previous, status, timing, plan) {
+    for (type_, reason, note) in notes(d, status, plan) {
         ctx.publish(window, type_, reason, note);
     }
 }
 
-/// The Events of a window's change from `previous` to `status`, in the order they are
-/// published: type, reason and note.
+/// The Events of the change from `d.previous` to `status`, in the order they are published:
+/// type, reason and note.
 fn notes(
-    window: &TestWindow,
-    previous: &TestWindowStatus,
+    d: &Decided,
     status: &TestWindowStatus,
-    timing: &Timing,
     plan: &WindowPlan,
 ) -> Vec<(EventType, &'static str, String)> {
+    let (previous, timing) = (&d.previous, &d.timing);
     let mut notes = Vec::new();
     let ready = !previous.is_ready() && status.is_ready();
     let ready_note = ready.then(|| status.conditions[0].message.clone());
     if previous.phase == Phase::Pending && status.phase == Phase::Active {
         let mut note = format!("open until {}", timing.expires_at);
-        if let Some(by) = &window.spec.opened_by {
+        if let Some(by) = &d.window.spec.opened_by {
             note.push_str(&format!(", opened by {}", by.summary()));
         }
         // One Event per open: a window Ready in the pass that opened it says so in `Opened`.
@@ -241,7 +231,13 @@ mod tests {
         previous: &TestWindowStatus,
         status: &TestWindowStatus,
     ) -> Vec<(&'static str, String)> {
-        notes(window, previous, status, &timing(), &WindowPlan::default())
+        let d = Decided {
+            window: Arc::new(window.clone()),
+            timing: timing(),
+            facts: WindowFacts::of(window, true, timing().expires_at),
+            previous: previous.clone(),
+        };
+        notes(&d, status, &WindowPlan::default())
             .into_iter()
             .map(|(_, reason, note)| (reason, note))
             .collect()

@@ -99,8 +99,6 @@ pub fn update(
     signals: &[Signal],
 ) -> (WindowReport, Tracking) {
     let mut tally = Tally {
-        disrupted: report.disrupted_pods.iter().cloned().collect(),
-        nodes_disrupted: report.nodes_disrupted.iter().cloned().collect(),
         report: report.clone(),
         world,
         signals,
@@ -113,16 +111,17 @@ pub fn update(
     tally.track_new(selected, &tracking.pods, &mut next.pods);
     tally.count_rollouts(selected, &mut next.restarted_at);
     let mut report = tally.report;
-    report.disrupted_pods = tally.disrupted.into_iter().collect();
-    report.nodes_disrupted = tally.nodes_disrupted.into_iter().collect();
+    for names in [&mut report.disrupted_pods, &mut report.nodes_disrupted] {
+        names.sort();
+        names.dedup();
+    }
     (report, next)
 }
 
 /// The report being updated, with the world it is updated from.
 struct Tally<'a> {
+    /// Its lists of names are sorted and made unique once the update is done.
     report: WindowReport,
-    disrupted: BTreeSet<String>,
-    nodes_disrupted: BTreeSet<String>,
     world: &'a World,
     signals: &'a [Signal],
 }
@@ -136,7 +135,7 @@ impl Tally<'_> {
 
     fn disrupt(&mut self, name: &str) {
         self.report.pods_disrupted += 1;
-        self.disrupted.insert(name.to_string());
+        self.report.disrupted_pods.push(name.to_string());
     }
 
     /// Follows the pods tracked so far: counts those disrupted (and drops them) and the blocked
@@ -188,7 +187,7 @@ impl Tally<'_> {
         for pod in selected {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let node = self.disrupted_node(pod);
-            self.nodes_disrupted.extend(node.map(str::to_string));
+            self.report.nodes_disrupted.extend(node.map(str::to_string));
             if next.iter().chain(before).any(|t| t.uid == uid) {
                 continue;
             }
