@@ -12,22 +12,13 @@ use tracing::info;
 
 use super::context::Context;
 use super::error::Error;
-use super::plan::{WindowFacts, WindowPlan, World};
+use super::plan::{WindowPlan, World};
+pub(super) use super::status::Decided;
 use super::status::next_status;
 use super::status_write::write_status;
-use super::timing::Timing;
-use std::sync::Arc;
 
 use crate::resources::window_status::NO_PODS_SELECTED;
-use crate::resources::{Phase, TestWindow, TestWindowStatus};
-
-/// One window as this pass decided it.
-pub(super) struct Decided {
-    pub window: Arc<TestWindow>,
-    pub timing: Timing,
-    pub facts: WindowFacts,
-    pub previous: TestWindowStatus,
-}
+use crate::resources::{Phase, TestWindowStatus};
 
 /// How many statuses of one pass are written at once.
 const STATUS_CONCURRENCY: usize = 16;
@@ -46,18 +37,7 @@ pub(super) async fn write_statuses(
     let next: Vec<(usize, TestWindowStatus)> = which
         .iter()
         .map(|&i| {
-            let d = &decided[i];
-            let status = next_status(
-                &d.window,
-                &d.previous,
-                &d.timing,
-                &d.facts,
-                &views[i],
-                world,
-                &ctx.signals,
-                writes_ok,
-                now,
-            );
+            let status = next_status(&decided[i], &views[i], world, &ctx.signals, writes_ok, now);
             (i, status)
         })
         .filter(|(i, status)| *status != decided[*i].previous)
@@ -189,7 +169,11 @@ fn notes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::TestWindow;
+    use crate::window::plan::WindowFacts;
+    use crate::window::timing::Timing;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use std::sync::Arc;
 
     fn window(opened_by: Option<&str>) -> TestWindow {
         serde_json::from_value(serde_json::json!({

@@ -5,6 +5,8 @@
 //! `Expired` otherwise, or with the reason of a limit the window ran into: `NodeLimit`,
 //! `DaemonSetsNotAllowed`). Pure: the reconcile writes what this returns.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -15,21 +17,27 @@ use crate::k8s::signals::Signal;
 use crate::resources::window_status::{NO_PODS_SELECTED, READY};
 use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
 
-/// The status after a reconcile that computed `plan` from `world` at `now`; `signals` say which
-/// nodes are being disrupted (for the report); `writes_ok` says whether every write of the plan
-/// succeeded.
-#[allow(clippy::too_many_arguments)]
-pub fn next_status(
-    window: &TestWindow,
-    previous: &TestWindowStatus,
-    timing: &Timing,
-    view: &WindowFacts,
+/// One window as this pass decided it: what its next status is decided from.
+pub(super) struct Decided {
+    pub window: Arc<TestWindow>,
+    pub timing: Timing,
+    pub facts: WindowFacts,
+    /// The status last written.
+    pub previous: TestWindowStatus,
+}
+
+/// The status of `d` after a reconcile that computed `plan` from `world` at `now`; `signals`
+/// say which nodes are being disrupted (for the report); `writes_ok` says whether every write
+/// of the plan succeeded.
+pub(super) fn next_status(
+    d: &Decided,
     plan: &WindowPlan,
     world: &plan::World,
     signals: &[Signal],
     writes_ok: bool,
     now: Timestamp,
 ) -> TestWindowStatus {
+    let (previous, timing, view) = (&d.previous, &d.timing, &d.facts);
     let active = timing.phase == Phase::Active;
     let (mut report, tracking, ended) = if active {
         let selected = plan::selected_pods(view, &world.pods);
@@ -102,7 +110,7 @@ pub fn next_status(
         ),
     };
     let status_str = if ready { "True" } else { "False" };
-    let generation = window.metadata.generation;
+    let generation = d.window.metadata.generation;
     let transition = match previous.ready_condition() {
         Some(c) if c.status == status_str => c.last_transition_time.clone(),
         _ => stamp(now),
@@ -237,18 +245,13 @@ mod tests {
         ok: bool,
     ) -> TestWindowStatus {
         let now = at("2026-01-01T10:30:05Z");
-        let active = phase == Phase::Active;
-        next_status(
-            &window(),
-            previous,
-            &timing(phase),
-            &facts(active),
-            plan,
-            world,
-            &[],
-            ok,
-            now,
-        )
+        let d = Decided {
+            window: Arc::new(window()),
+            timing: timing(phase),
+            facts: facts(phase == Phase::Active),
+            previous: previous.clone(),
+        };
+        next_status(&d, plan, world, &[], ok, now)
     }
 
     fn decide(
