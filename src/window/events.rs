@@ -34,21 +34,18 @@ pub(super) async fn write_statuses(
     writes_ok: bool,
     now: Timestamp,
 ) -> Result<(), Error> {
-    let next: Vec<(usize, TestWindowStatus)> = which
+    let writes: Vec<_> = which
         .iter()
-        .map(|&i| {
-            let status = next_status(&decided[i], &views[i], world, &ctx.signals, writes_ok, now);
-            (i, status)
+        .filter_map(|&i| {
+            let d = &decided[i];
+            let status = next_status(d, &views[i], world, &ctx.signals, writes_ok, now);
+            let window = d.window.clone();
+            (status != d.previous).then_some(async move {
+                let result = write_status(ctx, &window, &status).await;
+                (i, status, result)
+            })
         })
-        .filter(|(i, status)| *status != decided[*i].previous)
         .collect();
-    let writes = next.into_iter().map(|(i, status)| {
-        let window = decided[i].window.clone();
-        async move {
-            let result = write_status(ctx, &window, &status).await;
-            (i, status, result)
-        }
-    });
     let results: Vec<_> = stream::iter(writes)
         .buffered(STATUS_CONCURRENCY)
         .collect()
