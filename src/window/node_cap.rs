@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::model::{WindowFacts, World, is_live, labels, selected_pods, workload_of};
 use crate::k8s::fields::{has_manager, holds_fields};
@@ -80,6 +81,17 @@ fn holds_pdb(window: &WindowFacts, manager: &str, pdb: &PodDisruptionBudget) -> 
         && holds_fields(&pdb.metadata, manager)
 }
 
+/// The nodes of the pods of `pods` that `selector` matches.
+fn matched_nodes<'a>(
+    pods: &'a [&Arc<PodDigest>],
+    selector: &'a LabelSelector,
+) -> impl Iterator<Item = String> + 'a {
+    let matched = pods
+        .iter()
+        .filter(|p| selector::matches(selector, labels(&p.metadata)));
+    matched.filter_map(|p| p.node_name()).map(str::to_string)
+}
+
 /// The units of `window`'s selection, by key (`Deployment/api`, `pod/agent-x`).
 fn units(window: &WindowFacts, world: &World) -> BTreeMap<String, Unit> {
     let manager = namespace_field_manager(&window.namespace);
@@ -92,22 +104,20 @@ fn units(window: &WindowFacts, world: &World) -> BTreeMap<String, Unit> {
             .pod_disruption_budgets
             .then(|| workload_of(pod, world).ok().flatten())
             .flatten();
-        let (key, covered, pdb_held) = match &workload {
+        // A workload's PDB holds the nodes of every live pod it covers.
+        let (key, mut nodes, pdb_held) = match &workload {
             Some(w) => {
-                let covered: Vec<&Arc<PodDigest>> = ns_pods
-                    .iter()
-                    .copied()
-                    .filter(|p| selector::matches(&w.selector, labels(&p.metadata)))
-                    .collect();
                 let pdb = Some(w.pdb_name());
                 let pdb_held = world
                     .pdbs
                     .iter()
                     .any(|p| p.metadata.name == pdb && holds_pdb(window, &manager, p));
-                (format!("{}/{}", w.kind, w.name), covered, pdb_held)
+                let nodes = matched_nodes(&ns_pods, &w.selector).collect();
+                (format!("{}/{}", w.kind, w.name), nodes, pdb_held)
             }
-            None => (format!("pod/{name}"), vec![pod], false),
+            None => (format!("pod/{name}"), BTreeSet::new(), false),
         };
+        nodes.extend(pod.node_name().map(str::to_string));
         let unit = units.entry(key).or_insert_with(|| Unit {
             pods: BTreeSet::new(),
             nodes: BTreeSet::new(),
@@ -115,13 +125,7 @@ fn units(window: &WindowFacts, world: &World) -> BTreeMap<String, Unit> {
         });
         unit.pods.insert(name);
         unit.held |= has_manager(&pod.metadata, &manager);
-        unit.nodes.extend(
-            covered
-                .iter()
-                .chain([&pod])
-                .filter_map(|p| p.node_name())
-                .map(str::to_string),
-        );
+        unit.nodes.extend(nodes);
     }
     units
 }
@@ -131,25 +135,18 @@ fn units(window: &WindowFacts, world: &World) -> BTreeMap<String, Unit> {
 fn held_nodes(window: &WindowFacts, world: &World) -> BTreeSet<String> {
     let manager = namespace_field_manager(&window.namespace);
     let ns_pods = namespace_pods(window, world);
-    let mut held: BTreeSet<String> = world
+    let nodes = world
         .nodes
         .iter()
-        .filter(|n| has_manager(&n.metadata, &manager))
-        .filter_map(|n| n.metadata.name.clone())
-        .collect();
-    for pod in &ns_pods {
-        if has_manager(&pod.metadata, &manager) {
-            held.extend(pod.node_name().map(str::to_string));
-        }
-    }
+        .filter(|n| has_manager(&n.metadata, &manager));
+    let mut held: BTreeSet<String> = nodes.filter_map(|n| n.metadata.name.clone()).collect();
+    let annotated = ns_pods
+        .iter()
+        .filter(|p| has_manager(&p.metadata, &manager));
+    held.extend(annotated.filter_map(|p| p.node_name()).map(str::to_string));
     for pdb in world.pdbs.iter().filter(|p| holds_pdb(window, &manager, p)) {
-        let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
-            continue;
-        };
-        for pod in &ns_pods {
-            if selector::matches(selector, labels(&pod.metadata)) {
-                held.extend(pod.node_name().map(str::to_string));
-            }
+        if let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
+            held.extend(matched_nodes(&ns_pods, selector));
         }
     }
     held
