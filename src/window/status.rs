@@ -39,16 +39,16 @@ pub(super) fn next_status(
 ) -> TestWindowStatus {
     let (previous, timing, view) = (&d.previous, &d.timing, &d.facts);
     let active = timing.phase == Phase::Active;
-    let (mut report, tracking, ended) = if active {
-        let selected = plan::selected_pods(view, &world.pods);
+    let selected = active.then(|| plan::selected_pods(view, &world.pods));
+    let (mut report, tracking, ended) = if let Some(selected) = &selected {
         let (report, mut tracking) = report::update(
             &previous.report,
             &previous.tracking,
-            &selected,
+            selected,
             world,
             signals,
         );
-        let now_held = held::holds(&selected, world, &view.protect, signals);
+        let now_held = held::holds(selected, world, &view.protect, signals);
         let ended;
         (tracking.held, ended) = held::advance(&previous.tracking.held, &now_held, now);
         (report, tracking, ended)
@@ -73,7 +73,7 @@ pub(super) fn next_status(
         }
         // Kept Ready (a window opened before a deploy is legitimate), saying it protects
         // nothing: a selector with a typo must not read as protection.
-        (Phase::Active, None) if settled && plan::selected_pods(view, &world.pods).is_empty() => {
+        (Phase::Active, None) if settled && selected.as_ref().is_some_and(Vec::is_empty) => {
             let m = format!(
                 "no pod in {} matches the window's selector: nothing is protected until one does",
                 view.namespace
