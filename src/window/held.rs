@@ -28,16 +28,12 @@ pub const CONSOLIDATABLE: &str = "Consolidatable";
 
 /// Whether the NodeClaim says `Consolidatable` now.
 pub fn is_consolidatable(claim: &DynamicObject) -> bool {
-    claim
+    let conditions = claim
         .data
         .pointer("/status/conditions")
-        .and_then(|v| v.as_array())
-        .is_some_and(|conditions| {
-            conditions.iter().any(|c| {
-                c.get("type").and_then(|t| t.as_str()) == Some(CONSOLIDATABLE)
-                    && c.get("status").and_then(|s| s.as_str()) == Some("True")
-            })
-        })
+        .and_then(|v| v.as_array());
+    let mut conditions = conditions.into_iter().flatten();
+    conditions.any(|c| c["type"] == CONSOLIDATABLE && c["status"] == "True")
 }
 
 /// The nodes of `claims` whose NodeClaim is `Consolidatable` now.

@@ -28,6 +28,7 @@ use crate::k8s::references::controller_of;
 use crate::k8s::signals::{self, Raised, Signal};
 use crate::resources::names::{DEPLOYMENT_REVISION, FIELD_MANAGER, RESTARTED_AT};
 use crate::resources::{PodDigest, TrackedPod, Tracking, WindowReport};
+use crate::rollout::records;
 
 /// The object of `all` named `name`.
 pub(super) fn named<'a, K: Resource>(all: &'a [Arc<K>], name: &str) -> Option<&'a K> {
@@ -221,10 +222,7 @@ impl Tally<'_> {
             let Some(dep) = named(&self.world.deployments, &name) else {
                 continue;
             };
-            let template = dep.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
-            let annotations = template.and_then(|m| m.annotations.as_ref());
-            let value = annotations.and_then(|a| a.get(RESTARTED_AT)).cloned();
-            let value = value.unwrap_or_default();
+            let value = records::restarted(dep).unwrap_or_default().to_string();
             if let Some(before) = restarted_at.get(&name)
                 && *before != value
                 && restarted_by_guard(&dep.metadata)
