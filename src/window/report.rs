@@ -27,6 +27,7 @@ use super::plan::{World, is_live, workload_of};
 use crate::k8s::references::controller_of;
 use crate::k8s::signals::{self, Raised, Signal};
 use crate::resources::names::{DEPLOYMENT_REVISION, FIELD_MANAGER, RESTARTED_AT};
+use crate::resources::pod_digest::DISRUPTION_TARGET;
 use crate::resources::{PodDigest, TrackedPod, Tracking, WindowReport};
 use crate::rollout::records;
 
@@ -48,7 +49,7 @@ fn restarts(pod: &PodDigest) -> i32 {
 
 fn disruption_target(pod: &PodDigest) -> bool {
     let mut conditions = pod.status.conditions.iter().flatten();
-    conditions.any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+    conditions.any(|c| c.type_ == DISRUPTION_TARGET && c.status == "True")
 }
 
 fn revision(rs: &ReplicaSet) -> i64 {
@@ -223,13 +224,10 @@ impl Tally<'_> {
                 continue;
             };
             let value = records::restarted(dep).unwrap_or_default().to_string();
-            if let Some(before) = restarted_at.get(&name)
-                && *before != value
-                && restarted_by_guard(&dep.metadata)
-            {
+            let before = restarted_at.insert(name, value.clone());
+            if before.is_some_and(|b| b != value) && restarted_by_guard(&dep.metadata) {
                 self.report.rollouts += 1;
             }
-            restarted_at.insert(name, value);
         }
     }
 }
