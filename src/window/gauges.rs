@@ -109,20 +109,14 @@ impl Collector for WindowGauges {
             None,
             windows.metric_type(),
         )?)?;
-        for (name, help, value) in [
-            (
-                "protected_pods",
-                "Pods carrying do-not-disrupt annotations of an open window",
-                v.pods,
-            ),
-            (
-                "protected_nodes",
-                "Nodes carrying do-not-disrupt annotations of an open window",
-                v.nodes,
-            ),
-        ] {
+        let protected = [
+            ("protected_pods", "Pods", v.pods),
+            ("protected_nodes", "Nodes", v.nodes),
+        ];
+        for (name, what, value) in protected {
+            let help = format!("{what} carrying do-not-disrupt annotations of an open window");
             let gauge = ConstGauge::new(value);
-            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+            gauge.encode(encoder.encode_descriptor(name, &help, None, gauge.metric_type())?)?;
         }
         Ok(())
     }
