@@ -114,20 +114,23 @@ fn notes(
 ) -> Vec<(EventType, &'static str, String)> {
     let (previous, timing) = (&d.previous, &d.timing);
     let mut notes = Vec::new();
+    let message = status
+        .ready_condition()
+        .map(|c| c.message.as_str())
+        .unwrap_or_default();
     let ready = !previous.is_ready() && status.is_ready();
-    let ready_note = ready.then(|| status.conditions[0].message.clone());
     if previous.phase == Phase::Pending && status.phase == Phase::Active {
         let mut note = format!("open until {}", timing.expires_at);
         if let Some(by) = &d.window.spec.opened_by {
             note.push_str(&format!(", opened by {}", by.summary()));
         }
         // One Event per open: a window Ready in the pass that opened it says so in `Opened`.
-        if let Some(ready) = &ready_note {
-            note.push_str(&format!("; {ready}"));
+        if ready {
+            note.push_str(&format!("; {message}"));
         }
         notes.push((EventType::Normal, "Opened", note));
-    } else if let Some(note) = ready_note {
-        notes.push((EventType::Normal, "Ready", note));
+    } else if ready {
+        notes.push((EventType::Normal, "Ready", message.to_string()));
     }
     if ready && !plan.foreign_values.is_empty() {
         let kept = plan.foreign_values.join(", ");
@@ -137,12 +140,7 @@ fn notes(
     if status.selects_no_pod() && !previous.selects_no_pod() {
         // Once as the window comes to select no pod (not per pass): a typo in a selector must
         // not read as protection.
-        let note = status.ready_condition().map(|c| c.message.clone());
-        notes.push((
-            EventType::Warning,
-            NO_PODS_SELECTED,
-            note.unwrap_or_default(),
-        ));
+        notes.push((EventType::Warning, NO_PODS_SELECTED, message.to_string()));
     }
     if timing.renewed {
         let note = format!("open until {}", timing.expires_at);
