@@ -145,10 +145,12 @@ impl Tally<'_> {
     fn follow(&mut self, tracked: &[TrackedPod]) -> Vec<TrackedPod> {
         let mut kept = Vec::new();
         for tracked in tracked {
-            let pods = &self.world.pods;
-            let pod = pods
+            let uid = Some(tracked.uid.as_str());
+            let pod = self
+                .world
+                .pods
                 .iter()
-                .find(|p| p.metadata.uid.as_deref() == Some(&tracked.uid));
+                .find(|p| p.metadata.uid.as_deref() == uid);
             let Some(pod) = pod.filter(|p| p.metadata.deletion_timestamp.is_none()) else {
                 let replaced = tracked
                     .replica_set
