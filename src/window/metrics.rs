@@ -143,14 +143,12 @@ impl WindowMetrics {
         self.ready_latency.observe(seconds.max(0.0));
     }
 
-    /// Records one window's end (see [`ended_window`]): counted once per window, at the
-    /// transition to its final phase.
+    /// Records one window's end, as [`ended_window`] tells it (never negative): counted once per
+    /// window, at the transition to its final phase.
     pub fn window_ended(&self, end: &'static str, seconds: f64) {
         let label = EndLabel { end };
         self.ended.get_or_create(&label).inc();
-        self.durations
-            .get_or_create(&label)
-            .observe(seconds.max(0.0));
+        self.durations.get_or_create(&label).observe(seconds);
     }
 
     /// Counts a reconcile and the writes it made.
