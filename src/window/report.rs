@@ -32,7 +32,7 @@ use crate::resources::{PodDigest, TrackedPod, Tracking, WindowReport};
 use crate::rollout::records;
 
 /// The object of `all` named `name`.
-pub(super) fn named<'a, K: Resource>(all: &'a [Arc<K>], name: &str) -> Option<&'a K> {
+fn named<'a, K: Resource>(all: &'a [Arc<K>], name: &str) -> Option<&'a K> {
     let found = all.iter().find(|o| o.meta().name.as_deref() == Some(name));
     found.map(|o| &**o)
 }
