@@ -61,10 +61,11 @@ pub fn holds(
         .map(consolidatable)
         .unwrap_or_default();
     let mut held = BTreeMap::new();
-    for pod in selected.iter().filter(|p| is_live(p)) {
-        let Some(name) = pod.node_name() else {
-            continue;
-        };
+    let nodes = selected
+        .iter()
+        .filter(|p| is_live(p))
+        .filter_map(|p| p.node_name());
+    for name in nodes {
         let by = if node_disruption(world, name, signals).is_some() {
             (pdb.then_some(HeldBy::Pdb)).or(annotates.then_some(HeldBy::Annotation))
         } else if candidates.contains(name) {
