@@ -665,15 +665,15 @@ async fn the_start_up_sweep_removes_what_no_window_wants_and_keeps_other_namespa
     .await;
 }
 
-/// Reasons of the Events recorded on window `name`.
-async fn event_reasons(client: &Client, ns: &str, name: &str) -> Vec<String> {
+/// Reasons and notes (messages) of the Events recorded on window `name`.
+async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
     Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
         .await
         .unwrap()
         .items
         .into_iter()
-        .filter_map(|e| e.reason)
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
         .collect()
 }
 
@@ -714,17 +714,40 @@ async fn a_renewal_extends_an_open_window_and_max_ttl_caps_it_with_events_on_the
         assert!(protected(&client, &ns, &name(&pod), &node).await);
 
         close(&client, &ns, "w").await;
-        wait::until(
-            "Opened, Ready, Renewed and Closed Events",
-            LIMIT,
-            || async {
-                let reasons = event_reasons(&client, &ns, "w").await;
-                ["Opened", "Ready", "Renewed", "Closed"]
-                    .iter()
-                    .all(|r| reasons.iter().any(|x| x == r))
-            },
-        )
+        wait::until("Opened, Renewed and Closed Events", LIMIT, || async {
+            let reasons: Vec<String> = events_of(&client, &ns, "w")
+                .await
+                .into_iter()
+                .map(|e| e.0)
+                .collect();
+            ["Opened", "Renewed", "Closed"]
+                .iter()
+                .all(|r| reasons.iter().any(|x| x == r))
+        })
         .await;
+        // Ready in the pass that opened it: one Event for both, none of its own for Ready.
+        let events = events_of(&client, &ns, "w").await;
+        let reasons: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+        assert_eq!(
+            reasons.iter().filter(|r| **r == "Opened").count(),
+            1,
+            "{events:?}"
+        );
+        assert!(
+            !reasons.contains(&"Ready"),
+            "no Ready Event of its own: {events:?}"
+        );
+        let note = &events.iter().find(|e| e.0 == "Opened").unwrap().1;
+        let ready = status.conditions[0].message.as_str();
+        assert!(
+            ready.contains("1 pods, 1 nodes") && ready.ends_with("protected"),
+            "{ready}"
+        );
+        let until = format!("open until {}", opened + jiff::SignedDuration::from_secs(6));
+        assert!(
+            note.starts_with(&until) && note.ends_with(&format!("; {ready}")),
+            "{note}"
+        );
     })
     .await;
 }

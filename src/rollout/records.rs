@@ -142,7 +142,7 @@ pub fn superseded(deployment: &Deployment, node: &NodeRef) -> bool {
 }
 
 /// The template's `restartedAt`, when it is a time.
-fn restarted(deployment: &Deployment) -> Option<&str> {
+pub fn restarted(deployment: &Deployment) -> Option<&str> {
     deployment
         .spec
         .as_ref()

@@ -24,7 +24,7 @@ pub const PHASES: [&str; 4] = ["Pending", "Active", "Expired", "Closed"];
 /// Label set with a phase.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabel {
-    pub phase: String,
+    pub phase: &'static str,
 }
 
 /// The gauges' values at one moment.
@@ -100,11 +100,8 @@ impl Collector for WindowGauges {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let v = self.current();
         let windows = Family::<PhaseLabel, Gauge>::default();
-        for (phase, count) in &v.phases {
-            let label = PhaseLabel {
-                phase: phase.to_string(),
-            };
-            windows.get_or_create(&label).set(*count);
+        for (&phase, count) in &v.phases {
+            windows.get_or_create(&PhaseLabel { phase }).set(*count);
         }
         windows.encode(encoder.encode_descriptor(
             "windows",
@@ -112,20 +109,14 @@ impl Collector for WindowGauges {
             None,
             windows.metric_type(),
         )?)?;
-        for (name, help, value) in [
-            (
-                "protected_pods",
-                "Pods carrying do-not-disrupt annotations of an open window",
-                v.pods,
-            ),
-            (
-                "protected_nodes",
-                "Nodes carrying do-not-disrupt annotations of an open window",
-                v.nodes,
-            ),
-        ] {
+        let protected = [
+            ("protected_pods", "Pods", v.pods),
+            ("protected_nodes", "Nodes", v.nodes),
+        ];
+        for (name, what, value) in protected {
+            let help = format!("{what} carrying do-not-disrupt annotations of an open window");
             let gauge = ConstGauge::new(value);
-            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+            gauge.encode(encoder.encode_descriptor(name, &help, None, gauge.metric_type())?)?;
         }
         Ok(())
     }

@@ -18,7 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DynamicObject;
 
 use super::plan::{World, is_live};
-use crate::k8s::signals::{self, Signal};
+use super::report::node_disruption;
+use crate::k8s::signals::Signal;
 use crate::resources::window_status::{HeldBy, HeldNode, HeldSeconds};
 use crate::resources::{PodDigest, Protect};
 
@@ -27,16 +28,12 @@ pub const CONSOLIDATABLE: &str = "Consolidatable";
 
 /// Whether the NodeClaim says `Consolidatable` now.
 pub fn is_consolidatable(claim: &DynamicObject) -> bool {
-    claim
+    let conditions = claim
         .data
         .pointer("/status/conditions")
-        .and_then(|v| v.as_array())
-        .is_some_and(|conditions| {
-            conditions.iter().any(|c| {
-                c.get("type").and_then(|t| t.as_str()) == Some(CONSOLIDATABLE)
-                    && c.get("status").and_then(|s| s.as_str()) == Some("True")
-            })
-        })
+        .and_then(|v| v.as_array());
+    let mut conditions = conditions.into_iter().flatten();
+    conditions.any(|c| c["type"] == CONSOLIDATABLE && c["status"] == "True")
 }
 
 /// The nodes of `claims` whose NodeClaim is `Consolidatable` now.
@@ -64,16 +61,12 @@ pub fn holds(
         .map(consolidatable)
         .unwrap_or_default();
     let mut held = BTreeMap::new();
-    for pod in selected.iter().filter(|p| is_live(p)) {
-        let Some(name) = pod.node_name() else {
-            continue;
-        };
-        let draining = world
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))
-            .is_some_and(|n| signals::disruption(n, signals).is_some());
-        let by = if draining {
+    let nodes = selected
+        .iter()
+        .filter(|p| is_live(p))
+        .filter_map(|p| p.node_name());
+    for name in nodes {
+        let by = if node_disruption(world, name, signals).is_some() {
             (pdb.then_some(HeldBy::Pdb)).or(annotates.then_some(HeldBy::Annotation))
         } else if candidates.contains(name) {
             (annotates.then_some(HeldBy::Annotation)).or(pdb.then_some(HeldBy::Pdb))
@@ -100,23 +93,17 @@ pub fn advance(
     now: Timestamp,
 ) -> (BTreeMap<String, HeldNode>, HeldSeconds) {
     let mut ended = HeldSeconds::default();
-    let mut next = BTreeMap::new();
     for (node, hold) in previous {
         if now_held.get(node) != Some(&hold.by) {
             ended.add(hold.by, seconds(&hold.since, now));
         }
     }
-    for (node, by) in now_held {
-        let hold = match previous.get(node) {
-            Some(hold) if hold.by == *by => hold.clone(),
-            _ => HeldNode {
-                since: Time(now),
-                by: *by,
-            },
-        };
-        next.insert(node.clone(), hold);
-    }
-    (next, ended)
+    let next = now_held.iter().map(|(node, &by)| {
+        let kept = previous.get(node).filter(|hold| hold.by == by).cloned();
+        let since = Time(now);
+        (node.clone(), kept.unwrap_or(HeldNode { since, by }))
+    });
+    (next.collect(), ended)
 }
 
 /// The seconds of every hold in `held`, ended at `end` (the window's end).

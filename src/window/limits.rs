@@ -9,7 +9,6 @@
 //! nothing: a selection without its DaemonSet pods is not what its opener wanted). A window
 //! past the node cap protects the units the cap admits, and keeps everything it held.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -18,25 +17,27 @@ use super::args::WindowArgs;
 use super::model::{Refusal, WindowFacts, World};
 use super::node_cap::{self, NODE_LIMIT};
 use super::timing;
-use crate::operations::daemon_sets::{self, DaemonSetPolicy};
+use crate::operations::daemon_sets;
 use crate::resources::{Phase, TestWindow};
 
-/// Whether `policy` refuses the window's `protect.daemonSets`; the message when it does.
-fn daemon_sets_refused(window: &TestWindow, policy: &DaemonSetPolicy) -> Option<String> {
+/// Whether `--allow-daemon-sets-for` refuses the window's `protect.daemonSets`; the message
+/// when it does.
+fn daemon_sets_refused(window: &TestWindow, args: &WindowArgs) -> Option<String> {
     if !window.spec.protect.daemon_sets {
         return None;
     }
+    let policy = args.daemon_set_policy();
     policy.admits(window.spec.opened_by.as_ref()).err()
 }
 
 /// The facts of an Active window as the limits see them (a refused one selects nothing).
 fn facts(window: &TestWindow, now: Timestamp, args: &WindowArgs) -> Option<WindowFacts> {
     let timing = timing::decide(window, now, args.max_ttl_signed());
-    if timing.phase != Phase::Active || window.spec.closed {
+    if timing.phase != Phase::Active {
         return None;
     }
     let mut facts = WindowFacts::of(window, true, timing.expires_at);
-    if daemon_sets_refused(window, &args.daemon_set_policy()).is_some() {
+    if daemon_sets_refused(window, args).is_some() {
         facts.admitted = Some(Arc::default());
     }
     Some(facts)
@@ -52,8 +53,8 @@ pub fn restrict(
     args: &WindowArgs,
     now: Timestamp,
 ) -> Option<Refusal> {
-    if let Some(message) = daemon_sets_refused(window, &args.daemon_set_policy()) {
-        view.admitted = Some(Arc::new(BTreeSet::new()));
+    if let Some(message) = daemon_sets_refused(window, args) {
+        view.admitted = Some(Arc::default());
         return Some(Refusal {
             reason: daemon_sets::REFUSED,
             message,
@@ -69,14 +70,11 @@ pub fn restrict(
         .filter(|w| w.metadata.uid != window.metadata.uid)
         .chain([window])
         .collect();
-    ordered.sort_by(|a, b| {
-        let key = |w: &TestWindow| {
-            (
-                w.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                w.metadata.name.clone(),
-            )
-        };
-        key(a).cmp(&key(b))
+    ordered.sort_by_key(|w| {
+        (
+            w.metadata.creation_timestamp.clone(),
+            w.metadata.name.clone(),
+        )
     });
     let windows: Vec<WindowFacts> = ordered
         .into_iter()
@@ -93,6 +91,7 @@ pub fn restrict(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
     use std::time::Duration;
 
     use serde_json::json;

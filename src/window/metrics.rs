@@ -24,7 +24,7 @@ use crate::runtime::held::HeldNodeSeconds;
 /// Label set with an error category.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CategoryLabel {
-    pub category: String,
+    pub category: &'static str,
 }
 
 /// Label set with how a window ended: `closed` or `expired`.
@@ -41,10 +41,6 @@ pub const DURATION_BUCKETS: [f64; 14] = [
     10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0,
     43200.0, 86400.0,
 ];
-
-fn duration_histogram() -> Histogram {
-    Histogram::new(DURATION_BUCKETS)
-}
 
 /// Metric families of the window controller.
 #[derive(Debug)]
@@ -82,7 +78,7 @@ impl WindowMetrics {
             gauges: Arc::default(),
             errors: Family::default(),
             ready_latency: Histogram::new(buckets),
-            durations: Family::new_with_constructor(duration_histogram),
+            durations: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
             ended: Family::default(),
             reconciles: Counter::default(),
             writes: Counter::default(),
@@ -93,9 +89,7 @@ impl WindowMetrics {
         };
         // Every series with a known label value exists from the start, at 0.
         for category in super::error::CATEGORIES {
-            drop(metrics.errors.get_or_create(&CategoryLabel {
-                category: category.to_string(),
-            }));
+            drop(metrics.errors.get_or_create(&CategoryLabel { category }));
         }
         for end in ENDS {
             drop(metrics.durations.get_or_create(&EndLabel { end }));
@@ -103,22 +97,7 @@ impl WindowMetrics {
         }
         metrics
     }
-}
 
-/// What one window's end records: `end` (`closed` or `expired`) and the seconds from its
-/// `openedAt` to its `endedAt`. None unless the status is in a final phase with both times.
-pub fn ended_window(status: &TestWindowStatus) -> Option<(&'static str, f64)> {
-    let end = match status.phase {
-        Phase::Closed => "closed",
-        Phase::Expired => "expired",
-        Phase::Pending | Phase::Active => return None,
-    };
-    let opened = status.opened_at.as_ref()?.0;
-    let ended = status.ended_at.as_ref()?.0;
-    Some((end, ended.duration_since(opened).as_secs_f64().max(0.0)))
-}
-
-impl WindowMetrics {
     /// Registers every family with the operator's registry.
     pub fn register(&self, registry: &mut Registry) {
         registry.register_collector(Box::new(self.gauges.clone()));
@@ -156,10 +135,7 @@ impl WindowMetrics {
 
     /// Counts one failed reconcile.
     pub fn error(&self, category: &'static str) {
-        let label = CategoryLabel {
-            category: category.to_string(),
-        };
-        self.errors.get_or_create(&label).inc();
+        self.errors.get_or_create(&CategoryLabel { category }).inc();
     }
 
     /// Records how long a window took from opening to Ready.
@@ -167,14 +143,12 @@ impl WindowMetrics {
         self.ready_latency.observe(seconds.max(0.0));
     }
 
-    /// Records one window's end (see [`ended_window`]): counted once per window, at the
-    /// transition to its final phase.
+    /// Records one window's end, as [`ended_window`] tells it (never negative): counted once per
+    /// window, at the transition to its final phase.
     pub fn window_ended(&self, end: &'static str, seconds: f64) {
         let label = EndLabel { end };
         self.ended.get_or_create(&label).inc();
-        self.durations
-            .get_or_create(&label)
-            .observe(seconds.max(0.0));
+        self.durations.get_or_create(&label).observe(seconds);
     }
 
     /// Counts a reconcile and the writes it made.
@@ -182,6 +156,19 @@ impl WindowMetrics {
         self.reconciles.inc();
         self.writes.inc_by(writes as u64);
     }
+}
+
+/// What one window's end records: `end` (`closed` or `expired`) and the seconds from its
+/// `openedAt` to its `endedAt`. None unless the status is in a final phase with both times.
+pub fn ended_window(status: &TestWindowStatus) -> Option<(&'static str, f64)> {
+    let end = match status.phase {
+        Phase::Closed => "closed",
+        Phase::Expired => "expired",
+        Phase::Pending | Phase::Active => return None,
+    };
+    let opened = status.opened_at.as_ref()?.0;
+    let ended = status.ended_at.as_ref()?.0;
+    Some((end, ended.duration_since(opened).as_secs_f64().max(0.0)))
 }
 
 #[cfg(test)]

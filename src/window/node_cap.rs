@@ -16,6 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 use super::model::{WindowFacts, World, is_live, labels, selected_pods, workload_of};
 use crate::k8s::fields::{has_manager, holds_fields};
 use crate::k8s::selector;
@@ -42,25 +45,20 @@ impl Admission {
         if self.refused.is_empty() {
             return None;
         }
-        let shown: Vec<&str> = self.refused.iter().take(5).map(String::as_str).collect();
-        let more = self.refused.len().saturating_sub(shown.len());
+        let mut shown = self.refused[..self.refused.len().min(5)].join(", ");
+        if self.refused.len() > 5 {
+            shown.push_str(&format!(" and {} more", self.refused.len() - 5));
+        }
         Some(format!(
             "the windows of this namespace hold {} nodes, the most allowed \
-             (--max-nodes-per-namespace={cap}); not protected: {}{}",
-            self.held,
-            shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
+             (--max-nodes-per-namespace={cap}); not protected: {shown}",
+            self.held
         ))
     }
 }
 
 /// One piece of protection and the nodes it holds.
 struct Unit {
-    key: String,
     pods: BTreeSet<String>,
     nodes: BTreeSet<String>,
     /// The namespace protects it now (its manager on one of the pods, or on the PDB).
@@ -77,8 +75,25 @@ fn namespace_pods<'a>(window: &WindowFacts, world: &'a World) -> Vec<&'a Arc<Pod
         .collect()
 }
 
-/// The units of `window`'s selection.
-fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
+/// Whether `pdb` is of the window's namespace and its field manager `manager` holds it.
+fn holds_pdb(window: &WindowFacts, manager: &str, pdb: &PodDisruptionBudget) -> bool {
+    pdb.metadata.namespace.as_deref() == Some(window.namespace.as_str())
+        && holds_fields(&pdb.metadata, manager)
+}
+
+/// The nodes of the pods of `pods` that `selector` matches.
+fn matched_nodes<'a>(
+    pods: &'a [&Arc<PodDigest>],
+    selector: &'a LabelSelector,
+) -> impl Iterator<Item = String> + 'a {
+    let matched = pods
+        .iter()
+        .filter(|p| selector::matches(selector, labels(&p.metadata)));
+    matched.filter_map(|p| p.node_name()).map(str::to_string)
+}
+
+/// The units of `window`'s selection, by key (`Deployment/api`, `pod/agent-x`).
+fn units(window: &WindowFacts, world: &World) -> BTreeMap<String, Unit> {
     let manager = namespace_field_manager(&window.namespace);
     let ns_pods = namespace_pods(window, world);
     let mut units: BTreeMap<String, Unit> = BTreeMap::new();
@@ -89,40 +104,30 @@ fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
             .pod_disruption_budgets
             .then(|| workload_of(pod, world).ok().flatten())
             .flatten();
-        let (key, covered, pdb_held) = match &workload {
+        // A workload's PDB holds the nodes of every live pod it covers.
+        let (key, mut nodes, pdb_held) = match &workload {
             Some(w) => {
-                let covered: Vec<&Arc<PodDigest>> = ns_pods
+                let pdb = Some(w.pdb_name());
+                let pdb_held = world
+                    .pdbs
                     .iter()
-                    .copied()
-                    .filter(|p| selector::matches(&w.selector, labels(&p.metadata)))
-                    .collect();
-                let pdb = w.pdb_name();
-                let pdb_held = world.pdbs.iter().any(|p| {
-                    p.metadata.name.as_deref() == Some(pdb.as_str())
-                        && p.metadata.namespace.as_deref() == Some(window.namespace.as_str())
-                        && holds_fields(&p.metadata, &manager)
-                });
-                (format!("{}/{}", w.kind, w.name), covered, pdb_held)
+                    .any(|p| p.metadata.name == pdb && holds_pdb(window, &manager, p));
+                let nodes = matched_nodes(&ns_pods, &w.selector).collect();
+                (format!("{}/{}", w.kind, w.name), nodes, pdb_held)
             }
-            None => (format!("pod/{name}"), vec![pod], false),
+            None => (format!("pod/{name}"), BTreeSet::new(), false),
         };
-        let unit = units.entry(key.clone()).or_insert_with(|| Unit {
-            key,
+        nodes.extend(pod.node_name().map(str::to_string));
+        let unit = units.entry(key).or_insert_with(|| Unit {
             pods: BTreeSet::new(),
             nodes: BTreeSet::new(),
             held: pdb_held,
         });
         unit.pods.insert(name);
         unit.held |= has_manager(&pod.metadata, &manager);
-        unit.nodes.extend(
-            covered
-                .iter()
-                .chain([&pod])
-                .filter_map(|p| p.node_name())
-                .map(str::to_string),
-        );
+        unit.nodes.extend(nodes);
     }
-    units.into_values().collect()
+    units
 }
 
 /// The nodes `window`'s namespace holds now: those its manager annotated, those of the pods it annotated,
@@ -130,28 +135,18 @@ fn units(window: &WindowFacts, world: &World) -> Vec<Unit> {
 fn held_nodes(window: &WindowFacts, world: &World) -> BTreeSet<String> {
     let manager = namespace_field_manager(&window.namespace);
     let ns_pods = namespace_pods(window, world);
-    let mut held: BTreeSet<String> = world
+    let nodes = world
         .nodes
         .iter()
-        .filter(|n| has_manager(&n.metadata, &manager))
-        .filter_map(|n| n.metadata.name.clone())
-        .collect();
-    for pod in &ns_pods {
-        if has_manager(&pod.metadata, &manager) {
-            held.extend(pod.node_name().map(str::to_string));
-        }
-    }
-    for pdb in world.pdbs.iter().filter(|p| {
-        p.metadata.namespace.as_deref() == Some(window.namespace.as_str())
-            && holds_fields(&p.metadata, &manager)
-    }) {
-        let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
-            continue;
-        };
-        for pod in &ns_pods {
-            if selector::matches(selector, labels(&pod.metadata)) {
-                held.extend(pod.node_name().map(str::to_string));
-            }
+        .filter(|n| has_manager(&n.metadata, &manager));
+    let mut held: BTreeSet<String> = nodes.filter_map(|n| n.metadata.name.clone()).collect();
+    let annotated = ns_pods
+        .iter()
+        .filter(|p| has_manager(&p.metadata, &manager));
+    held.extend(annotated.filter_map(|p| p.node_name()).map(str::to_string));
+    for pdb in world.pdbs.iter().filter(|p| holds_pdb(window, &manager, p)) {
+        if let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
+            held.extend(matched_nodes(&ns_pods, selector));
         }
     }
     held
@@ -170,13 +165,13 @@ pub fn admit(cap: u32, windows: &[WindowFacts], uid: &str, world: &World) -> Adm
         let this = window.uid == uid;
         let mut admitted = BTreeSet::new();
         let mut refused = Vec::new();
-        for unit in units(window, world) {
+        for (key, unit) in units(window, world) {
             let new = unit.nodes.difference(&total).count();
             if new == 0 || unit.held || total.len() + new <= cap {
                 total.extend(unit.nodes);
                 admitted.extend(unit.pods);
             } else {
-                refused.push(unit.key);
+                refused.push(key);
             }
         }
         if this {

@@ -16,82 +16,67 @@
 //!   is not counted.
 //! - **nodesDisrupted**: nodes hosting a selected pod that showed one of the marks above.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 
-use super::plan::{World, workload_of};
-use crate::k8s::signals::{self, Signal};
+use super::plan::{World, is_live, workload_of};
+use crate::k8s::references::controller_of;
+use crate::k8s::signals::{self, Raised, Signal};
 use crate::resources::names::{DEPLOYMENT_REVISION, FIELD_MANAGER, RESTARTED_AT};
+use crate::resources::pod_digest::DISRUPTION_TARGET;
 use crate::resources::{PodDigest, TrackedPod, Tracking, WindowReport};
+use crate::rollout::records;
+
+/// The object of `all` named `name`.
+fn named<'a, K: Resource>(all: &'a [Arc<K>], name: &str) -> Option<&'a K> {
+    let found = all.iter().find(|o| o.meta().name.as_deref() == Some(name));
+    found.map(|o| &**o)
+}
+
+/// The first of `signals` that the node named `node` carries: it is being disrupted.
+pub(super) fn node_disruption(world: &World, node: &str, signals: &[Signal]) -> Option<Raised> {
+    signals::disruption(named(&world.nodes, node)?, signals)
+}
 
 fn restarts(pod: &PodDigest) -> i32 {
-    pod.status
-        .container_statuses
-        .as_ref()
-        .map(|c| c.iter().map(|c| c.restart_count).sum())
-        .unwrap_or(0)
+    let statuses = pod.status.container_statuses.iter().flatten();
+    statuses.map(|c| c.restart_count).sum()
 }
 
 fn disruption_target(pod: &PodDigest) -> bool {
-    pod.status.conditions.as_ref().is_some_and(|c| {
-        c.iter()
-            .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
-    })
-}
-
-fn owner_replica_set(pod: &PodDigest) -> Option<String> {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true) && o.kind == "ReplicaSet")
-        .map(|o| o.name.clone())
+    let mut conditions = pod.status.conditions.iter().flatten();
+    conditions.any(|c| c.type_ == DISRUPTION_TARGET && c.status == "True")
 }
 
 fn revision(rs: &ReplicaSet) -> i64 {
-    rs.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DEPLOYMENT_REVISION))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
+    let annotations = rs.metadata.annotations.as_ref();
+    let revision = annotations.and_then(|a| a.get(DEPLOYMENT_REVISION));
+    revision.and_then(|r| r.parse().ok()).unwrap_or(0)
 }
 
 /// Whether a pod of `rs` that went away was replaced by a rollout rather than disrupted.
 fn rolled_out(rs_name: &str, replica_sets: &[Arc<ReplicaSet>]) -> bool {
-    let Some(rs) = replica_sets
-        .iter()
-        .find(|r| r.metadata.name.as_deref() == Some(rs_name))
-    else {
+    let Some(rs) = named(replica_sets, rs_name) else {
         return true;
     };
     if rs.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
         return true;
     }
-    let owner = rs
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true));
-    owner.is_some_and(|owner| {
+    controller_of(&rs.metadata).is_some_and(|owner| {
         replica_sets.iter().any(|other| {
-            other
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.uid == owner.uid)
-                && revision(other) > revision(rs)
+            let mut owners = other.metadata.owner_references.iter().flatten();
+            owners.any(|o| o.uid == owner.uid) && revision(other) > revision(rs)
         })
     })
 }
 
 /// Whether the guard (any `disruption-guard` field manager) wrote a Deployment's
 /// `restartedAt`.
-fn restarted_by_guard(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+fn restarted_by_guard(meta: &ObjectMeta) -> bool {
     let key = format!("f:{RESTARTED_AT}");
     meta.managed_fields.iter().flatten().any(|m| {
         m.manager
@@ -116,8 +101,6 @@ pub fn update(
     signals: &[Signal],
 ) -> (WindowReport, Tracking) {
     let mut tally = Tally {
-        disrupted: report.disrupted_pods.iter().cloned().collect(),
-        nodes_disrupted: report.nodes_disrupted.iter().cloned().collect(),
         report: report.clone(),
         world,
         signals,
@@ -129,41 +112,32 @@ pub fn update(
     };
     tally.track_new(selected, &tracking.pods, &mut next.pods);
     tally.count_rollouts(selected, &mut next.restarted_at);
-    let Tally {
-        mut report,
-        disrupted,
-        nodes_disrupted,
-        ..
-    } = tally;
-    report.disrupted_pods = disrupted.into_iter().collect();
-    report.nodes_disrupted = nodes_disrupted.into_iter().collect();
+    let mut report = tally.report;
+    for names in [&mut report.disrupted_pods, &mut report.nodes_disrupted] {
+        names.sort();
+        names.dedup();
+    }
     (report, next)
 }
 
 /// The report being updated, with the world it is updated from.
 struct Tally<'a> {
+    /// Its lists of names are sorted and made unique once the update is done.
     report: WindowReport,
-    disrupted: BTreeSet<String>,
-    nodes_disrupted: BTreeSet<String>,
     world: &'a World,
     signals: &'a [Signal],
 }
 
 impl Tally<'_> {
     /// Whether `pod` is on a node being disrupted; names the node.
-    fn disrupted_node(&self, pod: &PodDigest) -> Option<String> {
+    fn disrupted_node<'p>(&self, pod: &'p PodDigest) -> Option<&'p str> {
         let name = pod.node_name()?;
-        self.world
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))
-            .filter(|n| signals::disruption(n, self.signals).is_some())
-            .map(|_| name.to_string())
+        node_disruption(self.world, name, self.signals).map(|_| name)
     }
 
     fn disrupt(&mut self, name: &str) {
         self.report.pods_disrupted += 1;
-        self.disrupted.insert(name.to_string());
+        self.report.disrupted_pods.push(name.to_string());
     }
 
     /// Follows the pods tracked so far: counts those disrupted (and drops them) and the blocked
@@ -171,11 +145,12 @@ impl Tally<'_> {
     fn follow(&mut self, tracked: &[TrackedPod]) -> Vec<TrackedPod> {
         let mut kept = Vec::new();
         for tracked in tracked {
+            let uid = Some(tracked.uid.as_str());
             let pod = self
                 .world
                 .pods
                 .iter()
-                .find(|p| p.metadata.uid.as_deref() == Some(tracked.uid.as_str()));
+                .find(|p| p.metadata.uid.as_deref() == uid);
             let Some(pod) = pod.filter(|p| p.metadata.deletion_timestamp.is_none()) else {
                 let replaced = tracked
                     .replica_set
@@ -196,7 +171,7 @@ impl Tally<'_> {
                 self.disrupt(&t.name);
             }
             t.restarts = now_restarts;
-            if !t.blocked && self.disrupted_node(pod).is_some() && super::plan::is_live(pod) {
+            if !t.blocked && self.disrupted_node(pod).is_some() && is_live(pod) {
                 self.report.evictions_blocked += 1;
                 t.blocked = true;
             }
@@ -216,19 +191,18 @@ impl Tally<'_> {
         for pod in selected {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let node = self.disrupted_node(pod);
-            if let Some(node) = &node {
-                self.nodes_disrupted.insert(node.clone());
-            }
+            self.report.nodes_disrupted.extend(node.map(str::to_string));
             if next.iter().chain(before).any(|t| t.uid == uid) {
                 continue;
             }
             let blocked = node.is_some();
             self.report.evictions_blocked += u32::from(blocked);
+            let owner = controller_of(&pod.metadata).filter(|o| o.kind == "ReplicaSet");
             next.push(TrackedPod {
                 name: pod.metadata.name.clone().unwrap_or_default(),
                 uid,
                 restarts: restarts(pod),
-                replica_set: owner_replica_set(pod),
+                replica_set: owner.map(|o| o.name.clone()),
                 blocked,
             });
         }
@@ -239,7 +213,7 @@ impl Tally<'_> {
     fn count_rollouts(
         &mut self,
         selected: &[&Arc<PodDigest>],
-        restarted_at: &mut std::collections::BTreeMap<String, String>,
+        restarted_at: &mut BTreeMap<String, String>,
     ) {
         let deployments: BTreeSet<String> = selected
             .iter()
@@ -248,29 +222,14 @@ impl Tally<'_> {
             .map(|w| w.name)
             .collect();
         for name in deployments {
-            let Some(dep) = self
-                .world
-                .deployments
-                .iter()
-                .find(|d| d.metadata.name.as_deref() == Some(name.as_str()))
-            else {
+            let Some(dep) = named(&self.world.deployments, &name) else {
                 continue;
             };
-            let value = dep
-                .spec
-                .as_ref()
-                .and_then(|s| s.template.metadata.as_ref())
-                .and_then(|m| m.annotations.as_ref())
-                .and_then(|a| a.get(RESTARTED_AT))
-                .cloned()
-                .unwrap_or_default();
-            if let Some(before) = restarted_at.get(&name)
-                && *before != value
-                && restarted_by_guard(&dep.metadata)
-            {
+            let value = records::restarted(dep).unwrap_or_default().to_string();
+            let before = restarted_at.insert(name, value.clone());
+            if before.is_some_and(|b| b != value) && restarted_by_guard(&dep.metadata) {
                 self.report.rollouts += 1;
             }
-            restarted_at.insert(name, value);
         }
     }
 }

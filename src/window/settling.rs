@@ -9,12 +9,11 @@
 //! 60 s (the CLI's `--wait-timeout` is two minutes), enough for a replacement that fits on a
 //! node already there. Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use jiff::{SignedDuration, Timestamp};
 
 use super::model::{WindowFacts, World, selected_pods};
-use crate::k8s::signals::{self, Signal};
+use super::report::node_disruption;
+use crate::k8s::signals::Signal;
 
 /// How long after opening a window waits for its pods to leave nodes being disrupted.
 pub const SETTLE_FOR: SignedDuration = SignedDuration::from_secs(30);
@@ -32,19 +31,11 @@ pub fn unsettled(
         return vec![];
     }
     let selected = selected_pods(window, &world.pods);
-    let hosts: BTreeSet<&str> = selected.iter().filter_map(|p| p.node_name()).collect();
-    let disrupted: BTreeMap<&str, Signal> = world
-        .nodes
-        .iter()
-        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
-        .filter(|(name, _)| hosts.contains(name))
-        .filter_map(|(name, n)| Some((name, signals::disruption(n, signals)?.signal)))
-        .collect();
     selected
         .iter()
         .filter_map(|p| {
             let node = p.node_name()?;
-            let signal = disrupted.get(node)?;
+            let signal = node_disruption(world, node, signals)?.signal;
             let pod = p.metadata.name.as_deref().unwrap_or_default();
             Some(format!(
                 "pod {pod} to move off node {node}, being disrupted ({signal})"

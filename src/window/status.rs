@@ -5,6 +5,8 @@
 //! `Expired` otherwise, or with the reason of a limit the window ran into: `NodeLimit`,
 //! `DaemonSetsNotAllowed`). Pure: the reconcile writes what this returns.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -12,50 +14,57 @@ use super::plan::{self, WindowFacts, WindowPlan};
 use super::timing::Timing;
 use super::{held, report};
 use crate::k8s::signals::Signal;
-use crate::resources::window_status::{HeldSeconds, NO_PODS_SELECTED, READY};
+use crate::resources::window_status::{NO_PODS_SELECTED, READY};
 use crate::resources::{Phase, ProtectedSummary, RELEASING, TestWindow, TestWindowStatus};
 
-/// The status after a reconcile that computed `plan` from `world` at `now`; `signals` say which
-/// nodes are being disrupted (for the report); `writes_ok` says whether every write of the plan
-/// succeeded.
-#[allow(clippy::too_many_arguments)]
-pub fn next_status(
-    window: &TestWindow,
-    previous: &TestWindowStatus,
-    timing: &Timing,
-    view: &WindowFacts,
+/// One window as this pass decided it: what its next status is decided from.
+pub(super) struct Decided {
+    pub window: Arc<TestWindow>,
+    pub timing: Timing,
+    pub facts: WindowFacts,
+    /// The status last written.
+    pub previous: TestWindowStatus,
+}
+
+/// The status of `d` after a reconcile that computed `plan` from `world` at `now`; `signals`
+/// say which nodes are being disrupted (for the report); `writes_ok` says whether every write
+/// of the plan succeeded.
+pub(super) fn next_status(
+    d: &Decided,
     plan: &WindowPlan,
     world: &plan::World,
     signals: &[Signal],
     writes_ok: bool,
     now: Timestamp,
 ) -> TestWindowStatus {
+    let (previous, timing, view) = (&d.previous, &d.timing, &d.facts);
     let active = timing.phase == Phase::Active;
-    let (mut report, tracking) = if active {
-        let selected = plan::selected_pods(view, &world.pods);
-        let (mut report, mut tracking) = report::update(
+    let selected = active.then(|| plan::selected_pods(view, &world.pods));
+    let (mut report, tracking, ended) = if let Some(selected) = &selected {
+        let (report, mut tracking) = report::update(
             &previous.report,
             &previous.tracking,
-            &selected,
+            selected,
             world,
             signals,
         );
-        let now_held = held::holds(&selected, world, &view.protect, signals);
-        let (holds, ended) = held::advance(&previous.tracking.held, &now_held, now);
-        tracking.held = holds;
-        add_held(&mut report, ended);
-        (report, tracking)
+        let now_held = held::holds(selected, world, &view.protect, signals);
+        let ended;
+        (tracking.held, ended) = held::advance(&previous.tracking.held, &now_held, now);
+        (report, tracking, ended)
     } else {
         // The window ended: every hold ends with it (once: the tracking is cleared here).
-        let mut report = previous.report.clone();
         let end = timing.ended_at.unwrap_or(now);
-        add_held(&mut report, held::close(&previous.tracking.held, end));
-        (report, Default::default())
+        let ended = held::close(&previous.tracking.held, end);
+        (previous.report.clone(), Default::default(), ended)
     };
-    let (ready, reason, message) = match timing.phase {
+    for (by, seconds) in ended.each() {
+        report.held_node_seconds.add(by, seconds);
+    }
+    let settled = plan.complete() && writes_ok;
+    let (ready, reason, message) = match (timing.phase, &plan.refused) {
         // A limit refused (some of) what the window asks for: never Ready, whatever it holds.
-        Phase::Active if plan.refused.is_some() => {
-            let refused = plan.refused.as_ref().expect("checked");
+        (Phase::Active, Some(refused)) => {
             let m = format!(
                 "{}; {} pods, {} nodes protected",
                 refused.message, plan.pods, plan.nodes
@@ -64,14 +73,14 @@ pub fn next_status(
         }
         // Kept Ready (a window opened before a deploy is legitimate), saying it protects
         // nothing: a selector with a typo must not read as protection.
-        Phase::Active if plan.complete() && writes_ok && no_pod_selected(view, world) => {
+        (Phase::Active, None) if settled && selected.as_ref().is_some_and(Vec::is_empty) => {
             let m = format!(
                 "no pod in {} matches the window's selector: nothing is protected until one does",
                 view.namespace
             );
             (true, NO_PODS_SELECTED, m)
         }
-        Phase::Active if plan.complete() && writes_ok => {
+        (Phase::Active, None) if settled => {
             let mut m = format!(
                 "{} pods, {} nodes, {} PodDisruptionBudgets protected",
                 plan.pods,
@@ -86,16 +95,14 @@ pub fn next_status(
             }
             (true, "Protected", m)
         }
-        Phase::Active => {
+        (Phase::Active, None) => {
             let mut m = format!("{} writes pending", plan.writes.len());
             if !plan.waiting.is_empty() {
                 m.push_str(&format!("; waiting for {}", plan.waiting.join(", ")));
             }
             (false, "Protecting", m)
         }
-        phase if plan.complete() && writes_ok => {
-            (false, phase.as_str(), "protection released".to_string())
-        }
+        (phase, _) if settled => (false, phase.as_str(), "protection released".to_string()),
         _ => (
             false,
             RELEASING,
@@ -103,9 +110,8 @@ pub fn next_status(
         ),
     };
     let status_str = if ready { "True" } else { "False" };
-    let old = previous.ready_condition();
-    let generation = window.metadata.generation;
-    let transition = match old {
+    let generation = d.window.metadata.generation;
+    let transition = match previous.ready_condition() {
         Some(c) if c.status == status_str => c.last_transition_time.clone(),
         _ => stamp(now),
     };
@@ -129,14 +135,11 @@ pub fn next_status(
         ProtectedSummary::default()
     };
     report.peak_protected = report.peak_protected.with(&protected);
-    let ready_at = previous
-        .ready_at
-        .clone()
-        .or_else(|| ready.then_some(stamp(now)));
+    let ready_at = previous.ready_at.clone();
     TestWindowStatus {
         phase: timing.phase,
         opened_at: Some(stamp(timing.opened_at)),
-        ready_at,
+        ready_at: ready_at.or_else(|| ready.then(|| stamp(now))),
         expires_at: Some(stamp(timing.expires_at)),
         ended_at: timing.ended_at.map(stamp),
         protected,
@@ -147,22 +150,10 @@ pub fn next_status(
     }
 }
 
-/// Whether the window selects no pod of its namespace now.
-fn no_pod_selected(view: &WindowFacts, world: &plan::World) -> bool {
-    plan::selected_pods(view, &world.pods).is_empty()
-}
-
 /// A status timestamp, at the one-second precision `metav1.Time` is written with (so that a
 /// status read back equals the status written).
 fn stamp(t: Timestamp) -> Time {
     Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
-}
-
-/// Adds the seconds of the holds that ended to the report.
-fn add_held(report: &mut crate::resources::WindowReport, ended: HeldSeconds) {
-    for (by, seconds) in ended.each() {
-        report.held_node_seconds.add(by, seconds);
-    }
 }
 
 #[cfg(test)]
@@ -254,18 +245,13 @@ mod tests {
         ok: bool,
     ) -> TestWindowStatus {
         let now = at("2026-01-01T10:30:05Z");
-        let active = phase == Phase::Active;
-        next_status(
-            &window(),
-            previous,
-            &timing(phase),
-            &facts(active),
-            plan,
-            world,
-            &[],
-            ok,
-            now,
-        )
+        let d = Decided {
+            window: Arc::new(window()),
+            timing: timing(phase),
+            facts: facts(phase == Phase::Active),
+            previous: previous.clone(),
+        };
+        next_status(&d, plan, world, &[], ok, now)
     }
 
     fn decide(

@@ -1,6 +1,8 @@
 //! Writing a window's status: server-side apply by the shared field manager, and a fallback
 //! for an installed CRD older than the operator.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use kube::ResourceExt;
 use kube::api::{Patch, PostParams};
 use serde_json::json;
@@ -13,7 +15,7 @@ use crate::resources::{TestWindow, TestWindowStatus};
 use crate::runtime::write::{self, retry_conflicts};
 
 /// Set once the operator has warned that the installed CRD lacks status fields.
-static OLD_CRD_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static OLD_CRD_WARNED: AtomicBool = AtomicBool::new(false);
 
 /// Writes the status by server-side apply. When the installed CRD is older than this
 /// operator (a field of the status is not in its schema, e.g. after an upgrade: Helm never
@@ -25,8 +27,9 @@ pub async fn write_status(
     status: &TestWindowStatus,
 ) -> Result<(), Error> {
     let api = ctx.windows(window);
+    let name = window.name_any();
     debug!(
-        window = %window.name_any(),
+        window = %name,
         phase = status.phase.as_str(),
         ready = status.is_ready(),
         held = status.tracking.held.len(),
@@ -37,27 +40,22 @@ pub async fn write_status(
         "kind": "TestWindow",
         "status": status,
     });
-    let applied = api
-        .patch_status(
-            &window.name_any(),
-            &write::apply_forced(FIELD_MANAGER),
-            &Patch::Apply(&body),
-        )
-        .await;
+    let apply = write::apply_forced(FIELD_MANAGER);
+    let applied = api.patch_status(&name, &apply, &Patch::Apply(&body)).await;
     match applied {
         Err(kube::Error::Api(s)) if s.message.contains("field not declared in schema") => {
-            if !OLD_CRD_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            if !OLD_CRD_WARNED.swap(true, Ordering::Relaxed) {
                 warn!(
                     message = %s.message,
                     "the installed TestWindow CRD is older than this operator; status fields it lacks are dropped: run `disruption-guard crd | kubectl apply --server-side -f -`"
                 );
             }
-            let api = &api;
+            let (api, name) = (&api, &name);
             retry_conflicts(write::is_conflict, |_| async move {
-                let mut next = api.get_status(&window.name_any()).await?;
+                let mut next = api.get_status(name).await?;
                 next.status = Some(status.clone());
                 next.metadata.managed_fields = None;
-                api.replace_status(&window.name_any(), &PostParams::default(), &next)
+                api.replace_status(name, &PostParams::default(), &next)
                     .await
                     .map(drop)
             })

@@ -40,25 +40,23 @@ pub fn decide(window: &TestWindow, now: Timestamp, max_ttl: SignedDuration) -> T
         ttl
     };
     let by_ttl = opened_at.saturating_add(ttl).unwrap_or(Timestamp::MAX);
-    let requested = match window.spec.expires_at.as_ref() {
-        Some(t) if t.0 > by_ttl => t.0,
-        _ => by_ttl,
-    };
+    let requested = window
+        .spec
+        .expires_at
+        .as_ref()
+        .map_or(by_ttl, |t| t.0.max(by_ttl));
     let cap = opened_at.saturating_add(max_ttl).unwrap_or(Timestamp::MAX);
+    let expires_at = requested.min(cap);
     let previous = status.and_then(|s| s.expires_at.as_ref()).map(|t| t.0);
-    let previous_phase = status.map(|s| s.phase).unwrap_or_default();
-    let previous_end = status.and_then(|s| s.ended_at.as_ref()).map(|t| t.0);
-
-    if previous_phase.is_final() {
+    if let Some(s) = status.filter(|s| s.phase.is_final()) {
         return Timing {
             opened_at,
-            expires_at: previous.unwrap_or(requested.min(cap)),
-            phase: previous_phase,
-            ended_at: Some(previous_end.unwrap_or(now)),
+            expires_at: previous.unwrap_or(expires_at),
+            phase: s.phase,
+            ended_at: Some(s.ended_at.as_ref().map_or(now, |t| t.0)),
             renewed: false,
         };
     }
-    let expires_at = requested.min(cap);
     let renewed = previous.is_some_and(|p| expires_at > p);
     let (phase, ended_at) = if window.spec.closed || window.metadata.deletion_timestamp.is_some() {
         (Phase::Closed, Some(now.min(expires_at)))
