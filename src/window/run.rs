@@ -125,7 +125,6 @@ pub async fn run(
         events: Events::new(&runtime),
         synced: AtomicBool::new(false),
         written: Default::default(),
-        unseen: Default::default(),
         swept: Default::default(),
     });
 
