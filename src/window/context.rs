@@ -2,7 +2,6 @@
 //! the writer, the queue of namespaces, the Events publisher and the operator's runtime.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,7 +52,6 @@ pub struct Context {
     /// The namespaces reconciled, and what wakes them.
     pub queue: Arc<NamespaceQueue>,
     pub events: Events,
-    pub synced: AtomicBool,
     /// The status last written per window UID, until the cache shows it: a reconcile that
     /// runs before the watch delivers our own write must not see the older status (it would
     /// repeat Events such as `Opened`).
@@ -73,11 +71,6 @@ fn in_ns<K: Resource>(items: Vec<Arc<K>>, ns: &str) -> Vec<Arc<K>> {
 }
 
 impl Context {
-    /// Whether every cache has synced (no decision is taken on a partial view).
-    pub fn synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
-    }
-
     /// Waits (at most [`NAMESPACE_PODS_SYNC`]) until the pods of `ns` are cached; false if
     /// they are not by then. A reconcile reads [`Self::world`] only after this.
     pub async fn pods_synced(&self, ns: &str) -> bool {

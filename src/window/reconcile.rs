@@ -38,15 +38,12 @@ use crate::runtime::write::is_code;
 const WRITE_CONCURRENCY: usize = 16;
 
 /// Reconciles a namespace; failures become a Warning Event on its windows, a metric and a
-/// requeue. Passes the gates turn away (out of scope, caches loading, not the leader) are not
-/// timed: they do nothing.
+/// requeue. Passes the gates turn away (out of scope, not the leader) are not timed: they do
+/// nothing.
 pub async fn reconcile(key: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = key.name_any();
     if !ctx.runtime.in_scope(&ns) {
         return Ok(Action::await_change());
-    }
-    if !ctx.synced() {
-        return Ok(Action::requeue(Duration::from_millis(200)));
     }
     // Only the Lease holder writes; a follower looks again soon, so a takeover acts at once.
     if !ctx.runtime.leader.is_leader() {

@@ -1,9 +1,8 @@
 //! Starting the window controller: the window watch, the stores and wake-ups it reads, the
-//! controller itself (one pass per namespace at a time, [`super::namespaces`]), and the
-//! start-up that opens its readiness gate.
+//! controller itself (one pass per namespace at a time, [`super::namespaces`]), started once
+//! every cache it reads is synced ([`super::startup`]).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use futures::{StreamExt, future};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -16,7 +15,7 @@ use tracing::{info, warn};
 
 use super::context::{Context, WindowStores};
 use super::namespaces::NamespaceQueue;
-use super::startup::{GATE, startup};
+use super::startup::{self, GATE};
 use super::{WindowArgs, WindowMetrics, apply, reconcile, wakeups};
 use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
@@ -123,7 +122,6 @@ pub async fn run(
         },
         queue: queue.clone(),
         events: Events::new(&runtime),
-        synced: AtomicBool::new(false),
         written: Default::default(),
         swept: Default::default(),
     });
@@ -133,26 +131,35 @@ pub async fn run(
         wakeups::nodes(feed.nodes, ctx.clone()),
         wakeups::pdbs(feed.pdbs, ctx.clone()),
     ];
-    tokio::spawn(startup(ctx.clone(), caches, windows_listed_rx));
-
     info!(namespaces = ?namespaces, "window controller starting");
-    let queued = ctx.metrics.queue.clone();
-    let never = futures::stream::pending::<Result<Namespace, watcher::Error>>();
-    Controller::for_stream(never, queue.store())
-        .reconcile_on(wakeups::receive(woken).inspect(move |key| queued.added(&key.name)))
-        .with_config(ControllerConfig::default().concurrency(RECONCILE_CONCURRENCY))
-        .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
-        .run(counted_reconcile, reconcile::error_policy, ctx)
-        .for_each(|result| {
-            // Reconcile failures are logged (and made Events) by the reconciler itself.
-            if let Err(err) = result
-                && !matches!(err, kube::runtime::controller::Error::ReconcilerFailed(..))
-            {
-                warn!(error = %err, "window controller");
-            }
-            future::ready(())
-        })
-        .await;
+    // No decision is taken on a partial view: the controller runs once every cache is synced
+    // (the namespaces woken meanwhile wait in the queue).
+    let synced = tokio::select! {
+        synced = startup::synced(&ctx, &caches, windows_listed_rx) => synced,
+        () = runtime.shutdown.cancelled() => false,
+    };
+    if synced {
+        runtime.ready.mark_synced(GATE);
+        info!("window controller synced");
+        tokio::spawn(startup::sweeps(ctx.clone()));
+        let queued = ctx.metrics.queue.clone();
+        let never = futures::stream::pending::<Result<Namespace, watcher::Error>>();
+        Controller::for_stream(never, queue.store())
+            .reconcile_on(wakeups::receive(woken).inspect(move |key| queued.added(&key.name)))
+            .with_config(ControllerConfig::default().concurrency(RECONCILE_CONCURRENCY))
+            .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
+            .run(counted_reconcile, reconcile::error_policy, ctx)
+            .for_each(|result| {
+                // Reconcile failures are logged (and made Events) by the reconciler itself.
+                if let Err(err) = result
+                    && !matches!(err, kube::runtime::controller::Error::ReconcilerFailed(..))
+                {
+                    warn!(error = %err, "window controller");
+                }
+                future::ready(())
+            })
+            .await;
+    }
     sts_task.abort();
     window_task.abort();
     for task in feeds.into_iter().chain(claims_task) {
