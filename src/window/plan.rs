@@ -23,7 +23,7 @@ pub use super::model::{
     workload_of,
 };
 use super::timing::karpenter_duration;
-use crate::k8s::fields::{guard_managers, has_manager, others_own_annotation, owned_annotations};
+use crate::k8s::fields::{guard_managers, others_own_annotation, owned_annotations};
 use crate::resources::PodDigest;
 use crate::resources::names::{
     CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, KARPENTER_REGISTERED,
@@ -89,11 +89,11 @@ fn annotate(
     mut wanted: BTreeMap<String, String>,
     foreign: &mut BTreeMap<(Target, String), Vec<String>>,
 ) -> Option<Write> {
-    if wanted.is_empty() && !has_manager(meta, manager) {
-        // Neither wanted nor ever written by this namespace: the common case, decided cheaply.
+    let owned = owned_annotations(meta, manager);
+    if wanted.is_empty() && owned.is_empty() {
+        // Neither wanted nor written by this namespace: the common case, decided cheaply.
         return None;
     }
-    let owned = owned_annotations(meta, manager);
     let current = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k));
     let name = meta.name.clone().unwrap_or_default();
     wanted.retain(|k, v| match current(k) {
