@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::watcher;
 use tracing::{info, warn};
 
@@ -24,7 +24,7 @@ use crate::runtime::caches::reflect;
 use crate::runtime::caches::{Caches, ChangeFeed};
 use crate::runtime::controller_runtime::result_of;
 use crate::runtime::events::Events;
-use crate::runtime::{Pods, Runtime, Scope};
+use crate::runtime::{Runtime, Scope};
 
 /// How many namespaces are reconciled at once. A pass mostly waits on the API server (its
 /// writes run in parallel, then the statuses): under a burst of openings in many namespaces, a
@@ -49,38 +49,54 @@ pub async fn run(
     let (queue, woken) = NamespaceQueue::new();
     let queue = Arc::new(queue);
 
-    let (windows, windows_writer) = reflector::store();
+    let (windows, windows_writer) = reflector::store::<TestWindow>();
     // Start-up learns from the stream when the windows are listed.
     let (windows_listed, windows_listed_rx) = tokio::sync::watch::channel(false);
-    let pod_scopes = NamespaceScopes {
-        pods: caches.pods.clone(),
-        windows: windows.clone(),
-        runtime: runtime.clone(),
-    };
     // Windows are read one at a time (one a tenant stored out of range is reported and left
     // out: crate::runtime::refusals), by a watch supervised as every cache's is. Each change
-    // wakes its namespace.
-    let window_queue = queue.clone();
+    // wakes its namespace. The pods of each namespace in scope that has a window are cached,
+    // from its first window until its last one is gone (the events come after the store took
+    // them).
+    let (pods, window_queue, store) = (caches.pods.clone(), queue.clone(), windows.clone());
+    let has_windows = move |ns: &str| {
+        let state = store.state();
+        state
+            .iter()
+            .any(|w| w.metadata.namespace.as_deref() == Some(ns))
+    };
+    let in_scope = {
+        let runtime = runtime.clone();
+        move |ns: &str| runtime.in_scope(ns)
+    };
     let window_task = reflect(
         "testwindows",
         runtime.api::<Decoded<TestWindow>>(),
         watcher::Config::default(),
         windows_writer,
         runtime.ready.clone(),
-        move |event| {
-            pod_scopes.on(&event);
-            match &event {
-                watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
-                    window_queue.wake(&w.namespace().unwrap_or_default());
+        move |event| match event {
+            watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
+                let ns = w.namespace().unwrap_or_default();
+                if in_scope(&ns) {
+                    pods.want(Scope::Namespace(ns.clone()));
                 }
-                watcher::Event::Delete(w) => {
-                    window_queue.wake_known(&w.namespace().unwrap_or_default());
-                }
-                watcher::Event::InitDone => {
-                    windows_listed.send_replace(true);
-                }
-                watcher::Event::Init => {}
+                window_queue.wake(&ns);
             }
+            watcher::Event::Delete(w) => {
+                let ns = w.namespace().unwrap_or_default();
+                if !has_windows(&ns) {
+                    pods.release(&Scope::Namespace(ns.clone()));
+                }
+                window_queue.wake_known(&ns);
+            }
+            watcher::Event::InitDone => {
+                pods.retain(|scope| match scope {
+                    Scope::Namespace(ns) => has_windows(ns),
+                    Scope::Node(_) => true,
+                });
+                windows_listed.send_replace(true);
+            }
+            watcher::Event::Init => {}
         },
     );
 
@@ -90,15 +106,17 @@ pub async fn run(
         &runtime.ready,
     );
     let claim_resource = wakeups::discover_node_claims(&client).await;
-    let (node_claims, claims_task) = match &claim_resource {
-        Some(ar) => {
-            let pods = caches.pods.clone();
-            let (store, task) =
-                wakeups::node_claims(&client, &runtime.ready, ar, queue.clone(), pods);
-            (Some(store), Some(task))
-        }
-        None => (None, None),
-    };
+    let (node_claims, claims_task) = (claim_resource.as_ref())
+        .map(|ar| {
+            wakeups::node_claims(
+                &client,
+                &runtime.ready,
+                ar,
+                queue.clone(),
+                caches.pods.clone(),
+            )
+        })
+        .unzip();
     let stores = WindowStores {
         windows: windows.clone(),
         pods: caches.pods.clone(),
@@ -178,45 +196,4 @@ async fn counted_reconcile(
     let result = reconcile::reconcile(key, ctx.clone()).await;
     ctx.metrics.controller.reconciled(result_of(&result));
     result
-}
-
-/// Keeps the pods of each namespace that has a window cached, from the window watch's events
-/// (after the window store took them): a namespace's pods are watched from its first window
-/// until its last one is gone. Namespaces out of the operator's scope are never watched.
-struct NamespaceScopes {
-    pods: Pods,
-    windows: Store<TestWindow>,
-    runtime: Runtime,
-}
-
-impl NamespaceScopes {
-    fn on(&self, event: &watcher::Event<TestWindow>) {
-        let has_windows = |ns: &str| {
-            self.windows
-                .state()
-                .iter()
-                .any(|w| w.metadata.namespace.as_deref() == Some(ns))
-        };
-        match event {
-            watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
-                if let Some(ns) = &w.metadata.namespace
-                    && self.runtime.in_scope(ns)
-                {
-                    self.pods.want(Scope::Namespace(ns.clone()));
-                }
-            }
-            watcher::Event::Delete(w) => {
-                if let Some(ns) = &w.metadata.namespace
-                    && !has_windows(ns)
-                {
-                    self.pods.release(&Scope::Namespace(ns.clone()));
-                }
-            }
-            watcher::Event::InitDone => self.pods.retain(|scope| match scope {
-                Scope::Namespace(ns) => has_windows(ns),
-                Scope::Node(_) => true,
-            }),
-            watcher::Event::Init => {}
-        }
-    }
 }
