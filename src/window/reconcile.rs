@@ -161,10 +161,7 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
     // anything is written for it.
     for window in decided.iter().map(|d| &d.window) {
         if !deleted(window) && !has_finalizer(window) {
-            let next = [window.finalizers(), &[FINALIZER.to_string()]].concat();
-            set_finalizers(ctx, window, next)
-                .await
-                .map_err(Error::Finalizer)?;
+            set_finalizer(ctx, window, true).await?;
         }
     }
     for (view, d) in plan.windows.iter_mut().zip(&decided) {
@@ -203,17 +200,7 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
         let released = written && !held;
         for window in decided.iter().map(|d| &d.window) {
             if released && deleted(window) && has_finalizer(window) {
-                let next = window
-                    .finalizers()
-                    .iter()
-                    .filter(|f| *f != FINALIZER)
-                    .cloned();
-                match set_finalizers(ctx, window, next.collect()).await {
-                    // A deleted window the cache still shows: its finalizer went in an earlier
-                    // pass.
-                    Err(e) if is_code(&e, 404) => {}
-                    other => other.map_err(Error::Finalizer)?,
-                }
+                set_finalizer(ctx, window, false).await?;
                 ctx.forget(window);
             }
         }
@@ -259,22 +246,29 @@ fn has_finalizer(window: &TestWindow) -> bool {
     window.finalizers().iter().any(|f| f == FINALIZER)
 }
 
-/// Sets the window's finalizers to `next`; the resourceVersion read makes the patch refused
-/// (409) if they changed since.
-async fn set_finalizers(
-    ctx: &Context,
-    window: &TestWindow,
-    next: Vec<String>,
-) -> Result<(), kube::Error> {
+/// Adds the finalizer to the window's (`add`) or removes it; the resourceVersion read makes
+/// the patch refused (409) if the list changed since.
+async fn set_finalizer(ctx: &Context, window: &TestWindow, add: bool) -> Result<(), Error> {
+    let others = window
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned();
+    let next: Vec<String> = others.chain(add.then(|| FINALIZER.to_string())).collect();
     let patch = json!({"metadata": {
         "finalizers": next,
         "resourceVersion": window.metadata.resource_version,
     }});
     let params = PatchParams::default();
-    let api = ctx.windows(window);
-    api.patch(&window.name_any(), &params, &Patch::Merge(&patch))
+    match ctx
+        .windows(window)
+        .patch(&window.name_any(), &params, &Patch::Merge(&patch))
         .await
-        .map(|_| ())
+    {
+        // A deleted window the cache still shows: its finalizer went in an earlier pass.
+        Err(e) if !add && is_code(&e, 404) => Ok(()),
+        other => other.map(|_| ()).map_err(Error::Finalizer),
+    }
 }
 
 /// Makes the writes: the namespace's own first, in parallel, then the releases of an earlier
