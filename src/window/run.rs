@@ -163,7 +163,7 @@ pub async fn run(
         let queued = ctx.metrics.queue.clone();
         let never = futures::stream::pending::<Result<Namespace, watcher::Error>>();
         Controller::for_stream(never, queue.store())
-            .reconcile_on(wakeups::receive(woken).inspect(move |key| queued.added(&key.name)))
+            .reconcile_on(woken.inspect(move |key| queued.added(&key.name)))
             .with_config(ControllerConfig::default().concurrency(RECONCILE_CONCURRENCY))
             .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
             .run(counted_reconcile, reconcile::error_policy, ctx)

@@ -150,10 +150,3 @@ pub async fn discover_node_claims(client: &Client) -> Option<ApiResource> {
     info!("Karpenter NodeClaims found: their nodes' claims are protected too");
     Some(ar)
 }
-
-/// The items of a channel as a stream.
-pub fn receive<T>(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> impl futures::Stream<Item = T> {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-}
