@@ -30,35 +30,20 @@ use crate::resources::names::{
     namespace_field_manager,
 };
 
-/// What the windows want on one pod: `do-not-disrupt` "true" when one window wants it without
-/// a duration, else the duration to the latest expiry among the windows that want one.
-#[derive(Debug, Default, Clone, Copy)]
-struct PodWant {
-    indefinite: bool,
-    latest: Option<Timestamp>,
-}
-
-impl PodWant {
-    fn add(&mut self, window: &WindowFacts) {
-        if window.protect.karpenter_duration {
-            self.latest = self.latest.max(Some(window.expires_at));
-        } else {
-            self.indefinite = true;
-        }
-    }
-
-    fn annotations(&self, pod: &PodDigest) -> BTreeMap<String, String> {
-        let dnd = match self.latest {
-            Some(expires_at) if !self.indefinite => {
-                karpenter_duration(pod.status.start_time.as_ref().map(|t| t.0), expires_at)
-            }
-            _ => "true".to_string(),
-        };
-        pairs(&[
-            (KARPENTER_DO_NOT_DISRUPT, &dnd),
-            (CA_SAFE_TO_EVICT, "false"),
-        ])
-    }
+/// The annotations the windows want on a pod whose protection lasts `until`: the latest
+/// expiry among the windows that select it and ask for `karpenterDuration` (the
+/// `do-not-disrupt` value is then the duration left from the pod's start), or never
+/// (`Timestamp::MAX`, the value "true") when one of them does not.
+fn pod_annotations(pod: &PodDigest, until: Timestamp) -> BTreeMap<String, String> {
+    let dnd = if until == Timestamp::MAX {
+        "true".to_string()
+    } else {
+        karpenter_duration(pod.status.start_time.as_ref().map(|t| t.0), until)
+    };
+    pairs(&[
+        (KARPENTER_DO_NOT_DISRUPT, &dnd),
+        (CA_SAFE_TO_EVICT, "false"),
+    ])
 }
 
 fn pairs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -71,7 +56,8 @@ fn pairs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 /// Everything the namespace's windows want, object by object.
 #[derive(Default)]
 struct Wanted {
-    pods: BTreeMap<String, PodWant>,
+    /// Until when each pod is to be protected ([`pod_annotations`]).
+    pods: BTreeMap<String, Timestamp>,
     nodes: BTreeSet<String>,
     pdbs: BTreeMap<String, Workload>,
 }
@@ -187,7 +173,10 @@ pub fn plan(namespace: &str, windows: &[WindowFacts], world: &World) -> Namespac
     let mut objects = vec![];
     for pod in &world.pods {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        let want = wanted.pods.get(name).map(|w| w.annotations(pod));
+        let want = wanted
+            .pods
+            .get(name)
+            .map(|until| pod_annotations(pod, *until));
         objects.push((Target::Pod, &pod.metadata, want.unwrap_or_default()));
     }
     let node_wants = [
@@ -248,9 +237,16 @@ fn want(window: &WindowFacts, world: &World, wanted: &mut Wanted) -> (WindowPlan
     }
     let selected = selected_pods(window, &world.pods);
     if window.protect.do_not_disrupt {
+        let duration = window.protect.karpenter_duration;
+        let ends = if duration {
+            window.expires_at
+        } else {
+            Timestamp::MAX
+        };
         for pod in &selected {
             let name = pod.metadata.name.clone().unwrap_or_default();
-            wanted.pods.entry(name.clone()).or_default().add(window);
+            let until = wanted.pods.entry(name.clone()).or_insert(Timestamp::MIN);
+            *until = (*until).max(ends);
             selection.insert((Target::Pod, name));
         }
         view.pods = selected.len() as u32;
