@@ -119,16 +119,6 @@ impl Context {
         !self.windows_in(ns).is_empty() || self.swept.lock().expect("swept lock").contains(ns)
     }
 
-    /// Marks `ns` as found by the sweep, or (`found` false) as cleared by a pass.
-    pub fn mark_swept(&self, ns: &str, found: bool) {
-        let mut swept = self.swept.lock().expect("swept lock");
-        if found {
-            swept.insert(ns.to_string());
-        } else {
-            swept.remove(ns);
-        }
-    }
-
     /// The window's status as last known: its cached status, or the one this operator wrote
     /// last when the cache has not caught up with that write yet.
     pub fn previous_status(&self, window: &TestWindow) -> TestWindowStatus {

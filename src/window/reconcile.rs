@@ -220,7 +220,7 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
         }
         if decided.is_empty() && plan.writes.is_empty() {
             // Nothing of the guard's is left here: the namespace's pods need no cache.
-            ctx.mark_swept(ns, false);
+            ctx.swept.lock().expect("swept lock").remove(ns);
             ctx.stores.pods.release(&Scope::Namespace(ns.to_string()));
             return Ok(Action::await_change());
         }

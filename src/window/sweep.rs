@@ -147,7 +147,7 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
         }
     }
     for ns in &found.namespaces {
-        ctx.mark_swept(ns, true);
+        ctx.swept.lock().expect("swept lock").insert(ns.clone());
         ctx.queue.wake(ns);
     }
     for write in &found.releases {
