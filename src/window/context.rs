@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Node;
@@ -22,7 +21,7 @@ use crate::k8s::signals::Signal;
 use crate::resources::{TestWindow, TestWindowStatus};
 use crate::runtime::events::{Events, Note};
 use crate::runtime::readable::readable_items;
-use crate::runtime::{Pods, Runtime, Scope};
+use crate::runtime::{Pods, Runtime};
 
 /// Reflector stores of everything the planner reads.
 #[derive(Clone)]
@@ -60,9 +59,6 @@ pub struct Context {
     pub swept: Mutex<HashSet<String>>,
 }
 
-/// How long a reconcile waits for the first list of its namespace's pods.
-const NAMESPACE_PODS_SYNC: Duration = Duration::from_secs(30);
-
 fn in_ns<K: Resource>(items: Vec<Arc<K>>, ns: &str) -> Vec<Arc<K>> {
     items
         .into_iter()
@@ -71,13 +67,6 @@ fn in_ns<K: Resource>(items: Vec<Arc<K>>, ns: &str) -> Vec<Arc<K>> {
 }
 
 impl Context {
-    /// Waits (at most [`NAMESPACE_PODS_SYNC`]) until the pods of `ns` are cached; false if
-    /// they are not by then. A reconcile reads [`Self::world`] only after this.
-    pub async fn pods_synced(&self, ns: &str) -> bool {
-        let scope = Scope::Namespace(ns.to_string());
-        self.stores.pods.synced(scope, NAMESPACE_PODS_SYNC).await
-    }
-
     /// The cached windows of namespace `ns`.
     pub fn windows_in(&self, ns: &str) -> Vec<Arc<TestWindow>> {
         in_ns(self.stores.windows.state(), ns)

@@ -34,6 +34,9 @@ use crate::resources::{Phase, TestWindow, TestWindowStatus};
 use crate::runtime::Scope;
 use crate::runtime::write::is_code;
 
+/// How long a pass waits for the first list of its namespace's pods.
+const NAMESPACE_PODS_SYNC: Duration = Duration::from_secs(30);
+
 /// How many writes of one pass run at once.
 const WRITE_CONCURRENCY: usize = 16;
 
@@ -57,8 +60,9 @@ pub async fn reconcile(key: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action,
         return Ok(Action::await_change());
     }
     // The namespace's pods are cached from its first window on; its first pass waits for
-    // their list.
-    if !ctx.pods_synced(&ns).await {
+    // their list (at most [`NAMESPACE_PODS_SYNC`]).
+    let scope = Scope::Namespace(ns.clone());
+    if !ctx.stores.pods.synced(scope, NAMESPACE_PODS_SYNC).await {
         debug!(namespace = %ns, "the namespace's pods are not listed yet");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
