@@ -38,119 +38,99 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Makes one write of namespace `namespace`'s protection; each is timed in the debug log.
-    /// Returns the resourceVersion an apply left the object at (none for a release of a PDB, a
-    /// delete, or an object that is gone).
+    /// Makes one write of namespace `namespace`'s protection. Returns the resourceVersion an
+    /// apply left the object at (none for a delete, or a release of an object that is gone).
     pub async fn write(&self, namespace: &str, write: &Write) -> Result<Option<String>, Error> {
         let started = std::time::Instant::now();
-        let result = self.write_once(namespace, write).await;
-        debug!(
-            namespace,
-            write = %write.describe(),
-            ok = result.is_ok(),
-            ms = started.elapsed().as_millis() as u64,
-            "wrote"
-        );
-        result.map_err(|source| Error::Write {
-            what: write.describe(),
-            source,
-        })
+        let result = match self.write_once(namespace, write).await {
+            // A release of an object that is gone has nothing left to release.
+            Err(e) if write.releases() && is_code(&e, 404) => Ok(None),
+            other => other,
+        };
+        let (ok, ms) = (result.is_ok(), started.elapsed().as_millis() as u64);
+        debug!(namespace, write = %write.describe(), ok, ms, "wrote");
+        let what = write.describe();
+        result.map_err(|source| Error::Write { what, source })
     }
 
-    async fn write_once(
-        &self,
-        namespace: &str,
-        write: &Write,
-    ) -> Result<Option<String>, kube::Error> {
-        let gone = |e: &kube::Error| write.releases() && is_code(e, 404);
-        let result = match write {
+    async fn write_once(&self, ns: &str, write: &Write) -> Result<Option<String>, kube::Error> {
+        let version = |o: DynamicObject| o.metadata.resource_version;
+        let target = match write {
+            Write::Annotate { target, .. } => *target,
+            Write::ApplyPdb { .. } | Write::DeletePdb { .. } => Target::Pdb,
+        };
+        let Some((api, ar)) = self.api(ns, target) else {
+            return Ok(None);
+        };
+        match write {
             Write::Annotate {
-                target,
                 name,
                 uid,
                 manager,
                 annotations,
+                ..
             } => {
-                let Some((api, ar)) = self.api(namespace, *target) else {
-                    return Ok(None);
-                };
                 let params = write::apply(manager);
                 let body = |a: &BTreeMap<String, String>| {
-                    let ns = (*target == Target::Pod).then_some(namespace);
-                    annotation_body(&ar, ns, name, uid, a)
+                    let mut metadata = json!({"name": name, "uid": uid});
+                    if !a.is_empty() {
+                        metadata["annotations"] = json!(a);
+                    }
+                    if matches!(target, Target::Pod | Target::Pdb) {
+                        metadata["namespace"] = json!(ns);
+                    }
+                    Patch::Apply(
+                        json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": metadata}),
+                    )
                 };
-                match api
-                    .patch(name, &params, &Patch::Apply(body(annotations)))
-                    .await
-                {
+                match api.patch(name, &params, &body(annotations)).await {
                     Err(e) if is_conflict(&e) && !annotations.is_empty() => {
                         let meta = api.get_metadata(name).await?.metadata;
                         let kept = without_conflicts(annotations.clone(), &meta, manager);
-                        api.patch(name, &params, &Patch::Apply(body(&kept))).await
+                        api.patch(name, &params, &body(&kept)).await
                     }
                     other => other,
                 }
-                .map(|o| o.metadata.resource_version)
+                .map(version)
             }
             Write::ApplyPdb { name, workload } => {
-                let params = write::apply(&namespace_field_manager(namespace));
-                let body = pdb_body(namespace, name, workload);
-                self.pdbs(namespace)
-                    .patch(name, &params, &Patch::Apply(&body))
-                    .await
-                    .map(|o| o.metadata.resource_version)
-            }
-            Write::ReleasePdb { name, uid, manager } => {
-                let body = json!({
-                    "apiVersion": "policy/v1",
-                    "kind": "PodDisruptionBudget",
-                    "metadata": {"name": name, "namespace": namespace, "uid": uid},
-                });
-                self.pdbs(namespace)
-                    .patch(name, &write::apply(manager), &Patch::Apply(&body))
-                    .await
-                    .map(|_| None)
+                let params = write::apply(&namespace_field_manager(ns));
+                let body = Patch::Apply(pdb_body(ns, name, workload));
+                api.patch(name, &params, &body).await.map(version)
             }
             Write::DeletePdb {
                 name,
                 uid,
                 resource_version,
             } => {
+                let preconditions = Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: Some(resource_version.clone()),
+                };
                 let dp = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: Some(uid.clone()),
-                        resource_version: Some(resource_version.clone()),
-                    }),
+                    preconditions: Some(preconditions),
                     ..DeleteParams::background()
                 };
-                self.pdbs(namespace).delete(name, &dp).await.map(|_| None)
+                api.delete(name, &dp).await.map(|_| None)
             }
-        };
-        // A release of an object that is gone has nothing left to release.
-        match result {
-            Err(e) if gone(&e) => Ok(None),
-            other => other,
         }
     }
 
-    /// The API of `target`'s kind (pods in `namespace`), and the kind; none for NodeClaims
-    /// without their CRD.
+    /// The API of `target`'s kind (pods and PDBs in `namespace`), and the kind; none for
+    /// NodeClaims without their CRD.
     fn api(&self, namespace: &str, target: Target) -> Option<(Api<DynamicObject>, ApiResource)> {
         let client = self.client.clone();
         let ar = match target {
             Target::Pod => ApiResource::erase::<Pod>(&()),
             Target::Node => ApiResource::erase::<Node>(&()),
             Target::NodeClaim => self.node_claims.clone()?,
+            Target::Pdb => ApiResource::erase::<PodDisruptionBudget>(&()),
         };
         let api = match target {
-            Target::Pod => Api::namespaced_with(client, namespace, &ar),
-            _ => Api::all_with(client, &ar),
+            Target::Pod | Target::Pdb => Api::namespaced_with(client, namespace, &ar),
+            Target::Node | Target::NodeClaim => Api::all_with(client, &ar),
         };
         Some((api, ar))
-    }
-
-    fn pdbs(&self, namespace: &str) -> Api<PodDisruptionBudget> {
-        Api::namespaced(self.client.clone(), namespace)
     }
 }
 
@@ -167,23 +147,4 @@ fn pdb_body(namespace: &str, name: &str, workload: &Workload) -> Value {
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {"maxUnavailable": 0, "selector": workload.selector},
     })
-}
-
-/// The apply body that sets `annotations` on `target` `name` (uid-preconditioned, so it never
-/// re-creates an object that went away); empty annotations release the manager's ones.
-fn annotation_body(
-    ar: &ApiResource,
-    namespace: Option<&str>,
-    name: &str,
-    uid: &str,
-    annotations: &BTreeMap<String, String>,
-) -> Value {
-    let mut metadata = json!({"name": name, "uid": uid});
-    if !annotations.is_empty() {
-        metadata["annotations"] = json!(annotations);
-    }
-    if let Some(namespace) = namespace {
-        metadata["namespace"] = json!(namespace);
-    }
-    json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": metadata})
 }

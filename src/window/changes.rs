@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::DynamicObject;
 
 use super::held::is_consolidatable;
+use super::model::labels;
 use crate::resources::PodDigest;
 use crate::resources::names::{
     CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, KARPENTER_REGISTERED,
@@ -86,10 +87,8 @@ pub fn node(node: &Node) -> Fingerprint {
         annotations.and_then(|a| a.get(key)).hash(&mut h);
     }
     node.metadata.deletion_timestamp.is_some().hash(&mut h);
-    node.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(KARPENTER_REGISTERED))
+    labels(&node.metadata)
+        .get(KARPENTER_REGISTERED)
         .hash(&mut h);
     if let Some(spec) = &node.spec {
         spec.unschedulable.hash(&mut h);

@@ -1,10 +1,8 @@
 //! What every namespace's pass shares: the caches (reflector stores) the plan is computed from,
 //! the writer, the queue of namespaces, the Events publisher and the operator's runtime.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Node;
@@ -16,15 +14,14 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::apply::Writer;
 use super::namespaces::NamespaceQueue;
-use super::plan::{World, Write};
-use super::unseen::{self, Written};
+use super::plan::World;
 use super::{WindowArgs, WindowMetrics};
 use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
 use crate::resources::{TestWindow, TestWindowStatus};
 use crate::runtime::events::{Events, Note};
 use crate::runtime::readable::readable_items;
-use crate::runtime::{Pods, Runtime, Scope};
+use crate::runtime::{Pods, Runtime};
 
 /// Reflector stores of everything the planner reads.
 #[derive(Clone)]
@@ -54,19 +51,13 @@ pub struct Context {
     /// The namespaces reconciled, and what wakes them.
     pub queue: Arc<NamespaceQueue>,
     pub events: Events,
-    pub synced: AtomicBool,
     /// The status last written per window UID, until the cache shows it: a reconcile that
     /// runs before the watch delivers our own write must not see the older status (it would
     /// repeat Events such as `Opened`).
     pub written: Mutex<HashMap<String, TestWindowStatus>>,
-    /// Each namespace's writes not seen back yet, by namespace ([`super::unseen`]).
-    pub unseen: Mutex<HashMap<String, Written>>,
     /// Namespaces the sweep found the guard's traces in, until a pass over each found none.
-    pub swept: Mutex<std::collections::HashSet<String>>,
+    pub swept: Mutex<HashSet<String>>,
 }
-
-/// How long a reconcile waits for the first list of its namespace's pods.
-const NAMESPACE_PODS_SYNC: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn in_ns<K: Resource>(items: Vec<Arc<K>>, ns: &str) -> Vec<Arc<K>> {
     items
@@ -76,18 +67,6 @@ fn in_ns<K: Resource>(items: Vec<Arc<K>>, ns: &str) -> Vec<Arc<K>> {
 }
 
 impl Context {
-    /// Whether every cache has synced (no decision is taken on a partial view).
-    pub fn synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
-    }
-
-    /// Waits (at most [`NAMESPACE_PODS_SYNC`]) until the pods of `ns` are cached; false if
-    /// they are not by then. A reconcile reads [`Self::world`] only after this.
-    pub async fn pods_synced(&self, ns: &str) -> bool {
-        let scope = Scope::Namespace(ns.to_string());
-        self.stores.pods.synced(scope, NAMESPACE_PODS_SYNC).await
-    }
-
     /// The cached windows of namespace `ns`.
     pub fn windows_in(&self, ns: &str) -> Vec<Arc<TestWindow>> {
         in_ns(self.stores.windows.state(), ns)
@@ -123,29 +102,10 @@ impl Context {
         Ok((windows.into_iter().map(Arc::new).collect(), unreadable))
     }
 
-    /// Whether a pass over `ns` has anything to look at: a window there, writes of its not seen
-    /// back yet, or traces the sweep found. A namespace with none needs no pass, and its pods no
-    /// cache.
+    /// Whether a pass over `ns` has anything to look at: a window there, or traces the sweep
+    /// found. A namespace with neither needs no pass, and its pods no cache.
     pub fn concerns(&self, ns: &str) -> bool {
-        !self.windows_in(ns).is_empty()
-            || self.awaits_echoes(ns)
-            || self.swept.lock().expect("swept lock").contains(ns)
-    }
-
-    /// Marks `ns` as found by the sweep, or (`found` false) as cleared by a pass.
-    pub fn mark_swept(&self, ns: &str, found: bool) {
-        let mut swept = self.swept.lock().expect("swept lock");
-        if found {
-            swept.insert(ns.to_string());
-        } else {
-            swept.remove(ns);
-        }
-    }
-
-    /// Whether namespace `ns` has writes the caches do not show back yet.
-    pub fn awaits_echoes(&self, ns: &str) -> bool {
-        let unseen = self.unseen.lock().expect("unseen lock");
-        unseen.get(ns).is_some_and(|written| !written.is_empty())
+        !self.windows_in(ns).is_empty() || self.swept.lock().expect("swept lock").contains(ns)
     }
 
     /// The window's status as last known: its cached status, or the one this operator wrote
@@ -171,29 +131,6 @@ impl Context {
             .lock()
             .expect("written lock")
             .insert(uid, status.clone());
-    }
-
-    /// Takes out of `writes` those namespace `ns` made already and the caches (`world`) do not
-    /// show back yet ([`unseen::hold_back`]).
-    pub fn hold_back(&self, ns: &str, writes: &mut Vec<Write>, world: &World) {
-        let mut unseen = self.unseen.lock().expect("unseen lock");
-        let Some(written) = unseen.get_mut(ns) else {
-            return;
-        };
-        unseen::hold_back(written, writes, world, Instant::now());
-        if written.is_empty() {
-            unseen.remove(ns);
-        }
-    }
-
-    /// Remembers the writes of namespace `ns` that succeeded, with the versions they left.
-    pub fn wrote(&self, ns: &str, writes: &[Write], versions: &[Option<String>]) {
-        let mut unseen = self.unseen.lock().expect("unseen lock");
-        let written = unseen.entry(ns.to_string()).or_default();
-        unseen::record(written, writes, versions, Instant::now());
-        if written.is_empty() {
-            unseen.remove(ns);
-        }
     }
 
     /// Forgets a window that is gone.

@@ -63,12 +63,13 @@ impl WindowFacts {
     }
 }
 
-/// A kind of object whose annotations a window manages.
+/// A kind of object the guard writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Target {
     Pod,
     Node,
     NodeClaim,
+    Pdb,
 }
 
 /// A protected workload.
@@ -100,8 +101,9 @@ impl Workload {
 /// One write to make.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
-    /// Apply exactly these annotations with `manager` (empty = release): the namespace's
-    /// manager, or to release it, the manager of an earlier version's window.
+    /// Apply exactly these annotations with `manager` (empty = release everything it holds on
+    /// the object): the namespace's manager, or to release it, the manager of an earlier
+    /// version's window (on a PDB, only such releases).
     Annotate {
         target: Target,
         name: String,
@@ -111,13 +113,6 @@ pub enum Write {
     },
     /// Apply the namespace's PDB for a workload (creates it or takes it over).
     ApplyPdb { name: String, workload: Workload },
-    /// Drop the fields an earlier version's window manager holds on a PDB the namespace's
-    /// manager now holds too (an empty apply with that manager).
-    ReleasePdb {
-        name: String,
-        uid: String,
-        manager: String,
-    },
     /// Delete a guard PDB no window wants (UID and resourceVersion preconditions, so a PDB
     /// that changed since it was read is decided again).
     DeletePdb {
@@ -125,6 +120,52 @@ pub enum Write {
         uid: String,
         resource_version: String,
     },
+}
+
+impl Write {
+    /// Applies `annotations` to the object `meta` with `manager`.
+    pub fn annotate(
+        target: Target,
+        meta: &ObjectMeta,
+        manager: String,
+        annotations: BTreeMap<String, String>,
+    ) -> Self {
+        let name = meta.name.clone().unwrap_or_default();
+        let uid = meta.uid.clone().unwrap_or_default();
+        Write::Annotate {
+            target,
+            name,
+            uid,
+            manager,
+            annotations,
+        }
+    }
+
+    /// The write in words, for logs, errors and the window's status.
+    pub fn describe(&self) -> String {
+        match self {
+            Write::Annotate {
+                target,
+                name,
+                manager,
+                ..
+            } if self.releases() => {
+                format!("release of {target:?} {name} by {manager}")
+            }
+            Write::Annotate { target, name, .. } => format!("annotations of {target:?} {name}"),
+            Write::ApplyPdb { name, .. } => format!("PodDisruptionBudget {name}"),
+            Write::DeletePdb { name, .. } => format!("deletion of PodDisruptionBudget {name}"),
+        }
+    }
+
+    /// Whether the write removes protection.
+    pub fn releases(&self) -> bool {
+        match self {
+            Write::Annotate { annotations, .. } => annotations.is_empty(),
+            Write::ApplyPdb { .. } => false,
+            Write::DeletePdb { .. } => true,
+        }
+    }
 }
 
 /// One window's view of its namespace's protection: what it selects, what it waits for.
@@ -146,6 +187,13 @@ pub struct WindowPlan {
     /// Why the window does not get (all) the protection it asks for: its `Ready=False` reason
     /// and message (a refused `protect.daemonSets`, the node cap).
     pub refused: Option<Refusal>,
+}
+
+impl WindowPlan {
+    /// Every piece of protection written and observed.
+    pub fn complete(&self) -> bool {
+        self.writes.is_empty() && self.waiting.is_empty()
+    }
 }
 
 /// What a namespace's pass writes, and each window's view (in the order the windows were
@@ -171,46 +219,6 @@ pub struct Refusal {
     pub message: String,
 }
 
-impl Write {
-    /// The write in words, for logs, errors and the window's status.
-    pub fn describe(&self) -> String {
-        match self {
-            Write::Annotate {
-                target,
-                name,
-                annotations,
-                ..
-            } if annotations.is_empty() => {
-                format!("release of {target:?} {name}")
-            }
-            Write::Annotate { target, name, .. } => format!("annotations of {target:?} {name}"),
-            Write::ApplyPdb { name, .. } => format!("PodDisruptionBudget {name}"),
-            Write::ReleasePdb { name, manager, .. } => {
-                format!("release of PodDisruptionBudget {name} by {manager}")
-            }
-            Write::DeletePdb { name, .. } => format!("deletion of PodDisruptionBudget {name}"),
-        }
-    }
-}
-
-impl Write {
-    /// Whether the write removes protection.
-    pub fn releases(&self) -> bool {
-        match self {
-            Write::Annotate { annotations, .. } => annotations.is_empty(),
-            Write::ApplyPdb { .. } => false,
-            Write::ReleasePdb { .. } | Write::DeletePdb { .. } => true,
-        }
-    }
-}
-
-impl WindowPlan {
-    /// Every piece of protection written and observed.
-    pub fn complete(&self) -> bool {
-        self.writes.is_empty() && self.waiting.is_empty()
-    }
-}
-
 /// Whether a pod still runs (or will): not finished and not being deleted.
 pub fn is_live(pod: &PodDigest) -> bool {
     let phase = pod.status.phase.as_deref();
@@ -224,33 +232,27 @@ pub fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
 }
 
 /// The pods of the namespace the window selects and protects: live, matched by its selector,
-/// and not run by a DaemonSet unless the window asks for those ([`selects`]).
+/// admitted by the limits, and not run by a DaemonSet unless the window asks for those. A
+/// DaemonSet runs a pod on every node, so protecting its pods protects every node: an empty
+/// selector would stop all consolidation.
 pub fn selected_pods<'a>(
     window: &WindowFacts,
     pods: &'a [Arc<PodDigest>],
 ) -> Vec<&'a Arc<PodDigest>> {
+    let daemon_set =
+        |p: &PodDigest| controller_of(&p.metadata).is_some_and(|o| o.kind == "DaemonSet");
+    let admitted = |p: &PodDigest| {
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        window
+            .admitted
+            .as_ref()
+            .is_none_or(|admitted| admitted.contains(name))
+    };
     pods.iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(window.namespace.as_str()))
-        .filter(|p| is_live(p) && selects(window, &p.metadata))
-        .filter(|p| {
-            window.admitted.as_ref().is_none_or(|admitted| {
-                admitted.contains(p.metadata.name.as_deref().unwrap_or_default())
-            })
-        })
+        .filter(|p| is_live(p) && selector::matches(&window.selector, labels(&p.metadata)))
+        .filter(|p| (window.protect.daemon_sets || !daemon_set(p)) && admitted(p))
         .collect()
-}
-
-/// Whether the window protects a pod with this metadata: its selector matches, and the pod is
-/// not a DaemonSet's unless `protect.daemonSets` is set. A DaemonSet runs a pod on every node,
-/// so protecting its pods protects every node: an empty selector would stop all consolidation.
-pub fn selects(window: &WindowFacts, pod: &ObjectMeta) -> bool {
-    selector::matches(&window.selector, labels(pod))
-        && (window.protect.daemon_sets || !is_daemon_set_pod(pod))
-}
-
-/// Whether a DaemonSet controls the pod.
-pub fn is_daemon_set_pod(pod: &ObjectMeta) -> bool {
-    controller_of(pod).is_some_and(|o| o.kind == "DaemonSet")
 }
 
 /// The workload a pod belongs to, `Ok(None)` for pods no PDB can cover (bare pods, Jobs,
@@ -263,10 +265,10 @@ pub fn workload_of(pod: &PodDigest, world: &World) -> Result<Option<Workload>, S
             .ok_or_else(|| format!("{kind} {name} not seen yet"))
     }
     let workload = |kind, name: &str, selector: Option<&LabelSelector>| {
-        let selector = selector.cloned().unwrap_or_default();
+        let (name, selector) = (name.to_string(), selector.cloned().unwrap_or_default());
         Ok(Some(Workload {
             kind,
-            name: name.to_string(),
+            name,
             selector,
         }))
     };
@@ -281,17 +283,15 @@ pub fn workload_of(pod: &PodDigest, world: &World) -> Result<Option<Workload>, S
         }
         "ReplicaSet" => {
             let rs = named(&world.replica_sets, "ReplicaSet", name)?;
-            match controller_of(&rs.metadata).filter(|o| o.kind == "Deployment") {
-                Some(d) => {
-                    let dep = named(&world.deployments, "Deployment", &d.name)?;
-                    workload(
-                        "Deployment",
-                        &d.name,
-                        dep.spec.as_ref().map(|s| &s.selector),
-                    )
-                }
-                None => workload("ReplicaSet", name, rs.spec.as_ref().map(|s| &s.selector)),
-            }
+            let Some(d) = controller_of(&rs.metadata).filter(|o| o.kind == "Deployment") else {
+                return workload("ReplicaSet", name, rs.spec.as_ref().map(|s| &s.selector));
+            };
+            let dep = named(&world.deployments, "Deployment", &d.name)?;
+            workload(
+                "Deployment",
+                &d.name,
+                dep.spec.as_ref().map(|s| &s.selector),
+            )
         }
         _ => Ok(None),
     }

@@ -188,6 +188,7 @@ impl Cluster {
                             &mut self.nodes.iter_mut().find(|n| n.0 == *name).unwrap().1
                         }
                         Target::NodeClaim => unreachable!("no NodeClaims here"),
+                        Target::Pdb => unreachable!("no earlier version's PDBs here"),
                     };
                     object.apply(manager, annotations);
                 }
@@ -210,7 +211,6 @@ impl Cluster {
                 Write::DeletePdb { name, .. } => {
                     self.pdbs.remove(name);
                 }
-                Write::ReleasePdb { .. } => unreachable!("no earlier version's PDBs here"),
             }
         }
     }

@@ -6,11 +6,12 @@
 
 use std::sync::Mutex;
 
+use futures::Stream;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The keys and the channel that wakes them.
 pub struct NamespaceQueue {
@@ -22,17 +23,18 @@ pub struct NamespaceQueue {
 impl NamespaceQueue {
     /// An empty queue (its store is ready at once) and the stream of wake-ups to feed the
     /// controller.
-    pub fn new() -> (Self, UnboundedReceiver<ObjectRef<Namespace>>) {
+    pub fn new() -> (Self, impl Stream<Item = ObjectRef<Namespace>>) {
         let mut writer = Writer::<Namespace>::default();
         writer.apply_watcher_event(&watcher::Event::Init);
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let store = writer.as_reader();
-        let (wake, woken) = unbounded_channel();
+        let (wake, mut woken) = unbounded_channel();
         let queue = Self {
             writer: Mutex::new(writer),
             store,
             wake,
         };
+        let woken = futures::stream::poll_fn(move |cx| woken.poll_recv(cx));
         (queue, woken)
     }
 

@@ -14,20 +14,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::model::{WindowFacts, WindowPlan, Workload, World, Write, is_live, labels, workload_of};
-use crate::k8s::fields::{guard_managers, holds_fields, holds_label};
+use crate::k8s::fields::{holds_fields, holds_label};
 use crate::k8s::selector;
 use crate::resources::PodDigest;
-use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE, namespace_field_manager};
+use crate::resources::names::{MANAGED_BY_KEY, MANAGED_BY_VALUE};
 
 /// Whether the PDB is labelled as the guard's.
 pub fn is_guard_pdb(pdb: &PodDisruptionBudget) -> bool {
-    pdb.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(MANAGED_BY_KEY))
+    labels(&pdb.metadata)
+        .get(MANAGED_BY_KEY)
         .map(String::as_str)
         == Some(MANAGED_BY_VALUE)
 }
@@ -59,35 +58,28 @@ pub(super) fn want_pdbs(
         }
     }
     view.workloads = workloads.len() as u32;
-    let ns_pods: Vec<&Arc<PodDigest>> = world
-        .pods
-        .iter()
-        .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(window.namespace.as_str()) && is_live(p)
-        })
-        .collect();
     for workload in workloads.into_values() {
-        let others = covering(world, &ns_pods, &workload);
+        let others = covering(world, &workload);
         if others.is_empty() {
-            let name = workload.pdb_name();
-            view.pdbs.push(name.clone());
-            wanted.insert(name, workload);
+            view.pdbs.push(workload.pdb_name());
+            wanted.insert(workload.pdb_name(), workload);
         } else {
             view.reused_pdbs.extend(others.iter().cloned());
             view.pdbs.extend(others);
         }
     }
-    view.pdbs.sort();
-    view.pdbs.dedup();
-    view.reused_pdbs.sort();
-    view.reused_pdbs.dedup();
+    for names in [&mut view.pdbs, &mut view.reused_pdbs] {
+        names.sort();
+        names.dedup();
+    }
 }
 
-/// The PDBs other than the workload's guard PDB that select one of its pods (`ns_pods`: the
-/// namespace's live pods).
-fn covering(world: &World, ns_pods: &[&Arc<PodDigest>], workload: &Workload) -> Vec<String> {
-    let pods: Vec<&BTreeMap<String, String>> = ns_pods
+/// The PDBs other than the workload's guard PDB that select one of its live pods.
+fn covering(world: &World, workload: &Workload) -> Vec<String> {
+    let pods: Vec<&BTreeMap<String, String>> = world
+        .pods
         .iter()
+        .filter(|p| is_live(p))
         .map(|p| labels(&p.metadata))
         .filter(|l| selector::matches(&workload.selector, l))
         .collect();
@@ -103,52 +95,44 @@ fn covering(world: &World, ns_pods: &[&Arc<PodDigest>], workload: &Workload) -> 
         .collect()
 }
 
-/// The PDB writes of namespace `namespace`: each wanted PDB applied unless it is already as
-/// wanted, and each guard PDB nobody wants deleted; releases of an earlier version's window
-/// managers on the PDBs kept go to `legacy` (made after the applies).
-pub(super) fn plan_pdbs(
-    namespace: &str,
+/// The PDB writes of the namespace whose field manager is `manager`: each wanted PDB applied
+/// unless it is already as wanted, and each guard PDB nobody wants deleted. Returns the guard
+/// PDBs kept (an earlier version's window managers are released from those).
+pub(super) fn plan_pdbs<'a>(
+    manager: &str,
     wanted: &BTreeMap<String, Workload>,
-    world: &World,
+    world: &'a World,
     writes: &mut Vec<Write>,
-    legacy: &mut Vec<Write>,
-) {
-    let manager = namespace_field_manager(namespace);
-    for (name, workload) in wanted {
-        let existing = world
+) -> Vec<&'a ObjectMeta> {
+    let named = |name: &str| {
+        world
             .pdbs
             .iter()
-            .find(|p| p.metadata.name.as_deref() == Some(name.as_str()));
-        if !existing.is_some_and(|pdb| settled(pdb, &manager, workload)) {
-            writes.push(Write::ApplyPdb {
-                name: name.clone(),
-                workload: workload.clone(),
-            });
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+    };
+    for (name, workload) in wanted {
+        if !named(name).is_some_and(|pdb| settled(pdb, manager, workload)) {
+            let (name, workload) = (name.clone(), workload.clone());
+            writes.push(Write::ApplyPdb { name, workload });
         }
     }
+    let mut kept = vec![];
     for pdb in world.pdbs.iter().filter(|p| is_guard_pdb(p)) {
         let meta = &pdb.metadata;
+        let name = meta.name.clone().unwrap_or_default();
         if meta.deletion_timestamp.is_some() {
             continue;
-        }
-        let name = meta.name.clone().unwrap_or_default();
-        let uid = meta.uid.clone().unwrap_or_default();
-        if !wanted.contains_key(&name) {
-            writes.push(Write::DeletePdb {
-                name,
-                uid,
-                resource_version: meta.resource_version.clone().unwrap_or_default(),
-            });
+        } else if wanted.contains_key(&name) {
+            kept.push(meta);
             continue;
         }
-        for suffix in guard_managers(meta).into_iter().filter(|s| s != namespace) {
-            legacy.push(Write::ReleasePdb {
-                name: name.clone(),
-                uid: uid.clone(),
-                manager: namespace_field_manager(&suffix),
-            });
-        }
+        writes.push(Write::DeletePdb {
+            name,
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+        });
     }
+    kept
 }
 
 /// Whether `pdb` is already the guard's PDB for `workload` as the namespace's `manager` writes

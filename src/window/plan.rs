@@ -15,82 +15,55 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::model::labels;
 pub use super::model::{
     NamespacePlan, Target, WindowFacts, WindowPlan, Workload, World, Write, is_live, selected_pods,
     workload_of,
 };
 use super::timing::karpenter_duration;
-use crate::k8s::fields::{guard_managers, has_manager, others_own_annotation, owned_annotations};
+use crate::k8s::fields::{guard_managers, others_own_annotation, owned_annotations};
 use crate::resources::PodDigest;
 use crate::resources::names::{
     CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, KARPENTER_REGISTERED,
     namespace_field_manager,
 };
 
-/// What the windows want on one pod: `do-not-disrupt` "true" when one window wants it without
-/// a duration, else the duration to the latest expiry among the windows that want one.
-#[derive(Debug, Default, Clone, Copy)]
-struct PodWant {
-    indefinite: bool,
-    latest: Option<Timestamp>,
-}
-
-impl PodWant {
-    fn add(&mut self, window: &WindowFacts) {
-        if window.protect.karpenter_duration {
-            self.latest = self.latest.max(Some(window.expires_at));
-        } else {
-            self.indefinite = true;
-        }
-    }
-
-    fn annotations(&self, pod: &PodDigest) -> BTreeMap<String, String> {
-        let dnd = match self.latest {
-            Some(expires_at) if !self.indefinite => {
-                let start = pod.status.start_time.as_ref().map(|t| t.0);
-                karpenter_duration(start, expires_at)
-            }
-            _ => "true".to_string(),
-        };
-        BTreeMap::from([
-            (KARPENTER_DO_NOT_DISRUPT.to_string(), dnd),
-            (CA_SAFE_TO_EVICT.to_string(), "false".to_string()),
-        ])
-    }
-}
-
-fn node_annotations() -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (KARPENTER_DO_NOT_DISRUPT.to_string(), "true".to_string()),
-        (CA_SCALE_DOWN_DISABLED.to_string(), "true".to_string()),
+/// The annotations the windows want on a pod whose protection lasts `until`: the latest
+/// expiry among the windows that select it and ask for `karpenterDuration` (the
+/// `do-not-disrupt` value is then the duration left from the pod's start), or never
+/// (`Timestamp::MAX`, the value "true") when one of them does not.
+fn pod_annotations(pod: &PodDigest, until: Timestamp) -> BTreeMap<String, String> {
+    let dnd = if until == Timestamp::MAX {
+        "true".to_string()
+    } else {
+        karpenter_duration(pod.status.start_time.as_ref().map(|t| t.0), until)
+    };
+    pairs(&[
+        (KARPENTER_DO_NOT_DISRUPT, &dnd),
+        (CA_SAFE_TO_EVICT, "false"),
     ])
 }
 
-/// Whether Karpenter registered the node (`karpenter.sh/registered: "true"`).
-fn is_registered(node: &Node) -> bool {
-    node.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(KARPENTER_REGISTERED))
-        .is_some_and(|v| v == "true")
+fn pairs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Everything the namespace's windows want, object by object.
 #[derive(Default)]
 struct Wanted {
-    pods: BTreeMap<String, PodWant>,
+    /// Until when each pod is to be protected ([`pod_annotations`]).
+    pods: BTreeMap<String, Timestamp>,
     nodes: BTreeSet<String>,
     pdbs: BTreeMap<String, Workload>,
 }
 
-/// What each window selects, to give it the foreign values found on its objects.
-struct Selection {
-    pods: BTreeSet<String>,
-    nodes: BTreeSet<String>,
-}
+/// The objects a window selects (pods and nodes), to give it the foreign values found there.
+type Selection = BTreeSet<(Target, String)>;
 
 /// Compares what `manager` owns on an object with what it wants, and returns the write that
 /// closes the gap. Keys that somebody else holds with a different value are left to them (the
@@ -102,13 +75,12 @@ fn annotate(
     mut wanted: BTreeMap<String, String>,
     foreign: &mut BTreeMap<(Target, String), Vec<String>>,
 ) -> Option<Write> {
-    if wanted.is_empty() && !has_manager(meta, manager) {
-        // Neither wanted nor ever written by this namespace: the common case, decided cheaply.
+    let owned = owned_annotations(meta, manager);
+    if wanted.is_empty() && owned.is_empty() {
+        // Neither wanted nor written by this namespace: the common case, decided cheaply.
         return None;
     }
-    let owned = owned_annotations(meta, manager);
-    let current = meta.annotations.as_ref();
-    let current = |k: &str| current.and_then(|a| a.get(k));
+    let current = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k));
     let name = meta.name.clone().unwrap_or_default();
     wanted.retain(|k, v| match current(k) {
         Some(cur) if cur != v && !owned.contains(k) => {
@@ -125,13 +97,7 @@ fn annotate(
         && wanted
             .iter()
             .all(|(k, v)| owned.contains(k) && current(k) == Some(v));
-    (!settled).then(|| Write::Annotate {
-        target,
-        name,
-        uid: meta.uid.clone().unwrap_or_default(),
-        manager: manager.to_string(),
-        annotations: wanted,
-    })
+    (!settled).then(|| Write::annotate(target, meta, manager.to_string(), wanted))
 }
 
 /// `wanted` without the keys another manager also owns with a value other than the one wanted:
@@ -151,192 +117,146 @@ pub fn without_conflicts(
     wanted
 }
 
-/// Releases of the managers of an earlier version's windows on an object, once the namespace's
-/// manager holds what is wanted there (it does after this pass's writes, which go first).
-/// `legacy` says which of the guard's managers on the object are such windows'.
+/// Releases of the managers of an earlier version's windows on an object, made once the
+/// namespace's manager holds what is wanted there (after the pass's other writes). On a pod or
+/// PDB every guard manager but the namespace's is such a window's; on a node or NodeClaim only
+/// those of the namespace's `windows` are this namespace's business.
 fn release_legacy(
     target: Target,
     meta: &ObjectMeta,
-    legacy: impl Fn(&str) -> bool,
-    out: &mut Vec<Write>,
-) {
-    for suffix in guard_managers(meta).into_iter().filter(|s| legacy(s)) {
-        out.push(Write::Annotate {
+    namespace: &str,
+    windows: &[WindowFacts],
+) -> Vec<Write> {
+    let legacy = |suffix: &String| match meta.namespace {
+        Some(_) => suffix != namespace,
+        None => windows.iter().any(|w| w.uid == *suffix),
+    };
+    let release = |suffix: String| {
+        Write::annotate(
             target,
-            name: meta.name.clone().unwrap_or_default(),
-            uid: meta.uid.clone().unwrap_or_default(),
-            manager: namespace_field_manager(&suffix),
-            annotations: BTreeMap::new(),
-        });
-    }
+            meta,
+            namespace_field_manager(&suffix),
+            BTreeMap::new(),
+        )
+    };
+    guard_managers(meta)
+        .into_iter()
+        .filter(legacy)
+        .map(release)
+        .collect()
 }
 
 /// Plans namespace `namespace` for its `windows` (Active or not: one that is not wants
-/// nothing) against the world.
+/// nothing) against the world (the namespace's pods, workloads and PDBs, every node and
+/// NodeClaim).
 pub fn plan(namespace: &str, windows: &[WindowFacts], world: &World) -> NamespacePlan {
     let manager = namespace_field_manager(namespace);
     let mut wanted = Wanted::default();
-    let mut views = Vec::with_capacity(windows.len());
-    let mut selections = Vec::with_capacity(windows.len());
-    for window in windows {
-        let (view, selection) = want(window, world, &mut wanted);
-        views.push(view);
-        selections.push(selection);
-    }
-
-    let mut writes = vec![];
-    let mut legacy_writes = vec![];
-    let mut foreign = BTreeMap::new();
-    // A guard manager on a pod or PDB of the namespace other than its own is an earlier
-    // version's window; on a node, only the windows of this namespace are its business.
-    let own_legacy = |suffix: &str| suffix != namespace;
-    let window_uids: BTreeSet<&str> = windows.iter().map(|w| w.uid.as_str()).collect();
-    let our_windows = |suffix: &str| window_uids.contains(suffix);
-
-    for pod in world
-        .pods
+    let mut views: Vec<_> = windows
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-    {
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        let want = wanted.pods.get(name).map(|w| w.annotations(pod));
-        let want = want.unwrap_or_default();
-        writes.extend(annotate(
-            Target::Pod,
-            &pod.metadata,
-            &manager,
-            want,
-            &mut foreign,
-        ));
-        release_legacy(Target::Pod, &pod.metadata, own_legacy, &mut legacy_writes);
-    }
+        .map(|w| want(w, world, &mut wanted))
+        .collect();
+    // The wanted nodes seen, and whether Karpenter registered each (`karpenter.sh/registered`).
+    let registered: BTreeMap<&str, bool> = world
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, labels(&n.metadata))))
+        .filter(|(name, _)| wanted.nodes.contains(*name))
+        .map(|(name, l)| {
+            (
+                name,
+                l.get(KARPENTER_REGISTERED).is_some_and(|v| v == "true"),
+            )
+        })
+        .collect();
 
-    let mut seen = BTreeMap::new();
-    for node in world.nodes.iter() {
+    let mut objects = vec![];
+    for pod in &world.pods {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let want = wanted
+            .pods
+            .get(name)
+            .map(|until| pod_annotations(pod, *until));
+        objects.push((Target::Pod, &pod.metadata, want.unwrap_or_default()));
+    }
+    let node_wants = [
+        (KARPENTER_DO_NOT_DISRUPT, "true"),
+        (CA_SCALE_DOWN_DISABLED, "true"),
+    ];
+    for node in &world.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        if wanted.nodes.contains(name) {
-            seen.insert(name, is_registered(node));
-        }
-        if node.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let want = if wanted.nodes.contains(name) {
-            node_annotations()
-        } else {
-            BTreeMap::new()
-        };
-        writes.extend(annotate(
-            Target::Node,
-            &node.metadata,
-            &manager,
-            want,
-            &mut foreign,
-        ));
-        release_legacy(
-            Target::Node,
-            &node.metadata,
-            our_windows,
-            &mut legacy_writes,
-        );
+        let want = wanted.nodes.contains(name).then(|| pairs(&node_wants));
+        objects.push((Target::Node, &node.metadata, want.unwrap_or_default()));
     }
     // Karpenter reads a node's `do-not-disrupt` from its NodeClaim only until the node is
     // registered, then from the Node (its `StateNode.Annotations`); a pod rarely runs on a node
     // before that (Karpenter taints it `karpenter.sh/unregistered` until then). So a NodeClaim
     // is annotated only while its node is not registered: a write per node saved, and
     // Karpenter's NodeClaim controllers not woken by it.
-    let registering: BTreeSet<&str> = wanted
-        .nodes
-        .iter()
-        .map(String::as_str)
-        .filter(|name| seen.get(name) != Some(&true))
-        .collect();
     for claim in world.node_claims.iter().flatten() {
-        if claim.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
         let node = claim
             .data
             .pointer("/status/nodeName")
             .and_then(|v| v.as_str());
-        let want = if node.is_some_and(|n| registering.contains(n)) {
-            BTreeMap::from([(KARPENTER_DO_NOT_DISRUPT.to_string(), "true".to_string())])
-        } else {
-            BTreeMap::new()
-        };
-        let meta = &claim.metadata;
-        writes.extend(annotate(
-            Target::NodeClaim,
-            meta,
-            &manager,
-            want,
-            &mut foreign,
-        ));
-        release_legacy(Target::NodeClaim, meta, our_windows, &mut legacy_writes);
+        let node = node.unwrap_or_default();
+        let registering = wanted.nodes.contains(node) && registered.get(node) != Some(&true);
+        let want = registering.then(|| pairs(&[(KARPENTER_DO_NOT_DISRUPT, "true")]));
+        objects.push((Target::NodeClaim, &claim.metadata, want.unwrap_or_default()));
     }
 
-    super::pdbs::plan_pdbs(
-        namespace,
-        &wanted.pdbs,
-        world,
-        &mut writes,
-        &mut legacy_writes,
-    );
+    let (mut writes, mut legacy, mut foreign) = (vec![], vec![], BTreeMap::new());
+    for (target, meta, want) in objects {
+        if meta.deletion_timestamp.is_none() {
+            writes.extend(annotate(target, meta, &manager, want, &mut foreign));
+            legacy.extend(release_legacy(target, meta, namespace, windows));
+        }
+    }
+    for meta in super::pdbs::plan_pdbs(&manager, &wanted.pdbs, world, &mut writes) {
+        legacy.extend(release_legacy(Target::Pdb, meta, namespace, windows));
+    }
+    writes.extend(legacy);
 
-    for ((view, selection), window) in views.iter_mut().zip(&selections).zip(windows) {
-        if !window.active {
-            continue;
-        }
-        for node in &selection.nodes {
-            if !seen.contains_key(node.as_str()) {
-                view.waiting.push(format!("node {node} not seen yet"));
+    for (view, selection) in &mut views {
+        for (target, name) in selection.iter() {
+            if *target == Target::Node && !registered.contains_key(name.as_str()) {
+                view.waiting.push(format!("node {name} not seen yet"));
             }
+            let kept = foreign.get(&(*target, name.clone())).into_iter().flatten();
+            view.foreign_values.extend(kept.cloned());
         }
-        let mut kept = |target, names: &BTreeSet<String>| {
-            for name in names {
-                if let Some(values) = foreign.get(&(target, name.clone())) {
-                    view.foreign_values.extend(values.iter().cloned());
-                }
-            }
-        };
-        kept(Target::Pod, &selection.pods);
-        kept(Target::Node, &selection.nodes);
     }
-    writes.extend(legacy_writes);
-    NamespacePlan {
-        writes,
-        windows: views,
-    }
+    let windows = views.into_iter().map(|(view, _)| view).collect();
+    NamespacePlan { writes, windows }
 }
 
 /// Adds what `window` wants to `wanted`; its view and what it selects.
 fn want(window: &WindowFacts, world: &World, wanted: &mut Wanted) -> (WindowPlan, Selection) {
-    let mut view = WindowPlan::default();
-    let mut selection = Selection {
-        pods: BTreeSet::new(),
-        nodes: BTreeSet::new(),
-    };
+    let (mut view, mut selection) = (WindowPlan::default(), Selection::new());
     if !window.active {
         return (view, selection);
     }
     let selected = selected_pods(window, &world.pods);
     if window.protect.do_not_disrupt {
+        let duration = window.protect.karpenter_duration;
+        let ends = if duration {
+            window.expires_at
+        } else {
+            Timestamp::MAX
+        };
         for pod in &selected {
             let name = pod.metadata.name.clone().unwrap_or_default();
-            wanted.pods.entry(name.clone()).or_default().add(window);
-            selection.pods.insert(name);
+            let until = wanted.pods.entry(name.clone()).or_insert(Timestamp::MIN);
+            *until = (*until).max(ends);
+            selection.insert((Target::Pod, name));
         }
         view.pods = selected.len() as u32;
     }
     if window.protect.nodes {
-        selection.nodes = selected
-            .iter()
-            .filter_map(|p| p.node_name())
-            .map(str::to_string)
-            .collect();
-        wanted.nodes.extend(selection.nodes.iter().cloned());
+        for node in selected.iter().filter_map(|p| p.node_name()) {
+            wanted.nodes.insert(node.to_string());
+            view.nodes += selection.insert((Target::Node, node.to_string())) as u32;
+        }
     }
-    view.nodes = selection.nodes.len() as u32;
     super::pdbs::want_pdbs(window, world, &selected, &mut view, &mut wanted.pdbs);
     (view, selection)
 }

@@ -329,10 +329,12 @@ fn a_pdb_an_earlier_version_made_is_taken_over_then_its_window_manager_released(
         .iter()
         .position(|w| matches!(w, Write::ApplyPdb { name, .. } if name == "api-dg"));
     let release = writes.iter().position(|w| {
-        *w == Write::ReleasePdb {
+        *w == Write::Annotate {
+            target: Target::Pdb,
             name: "api-dg".into(),
             uid: "uid-pdb".into(),
             manager: format!("disruption-guard/{OLD}"),
+            annotations: BTreeMap::new(),
         }
     });
     assert!(
@@ -352,11 +354,13 @@ fn a_guard_pdb_no_window_wants_is_deleted_whoever_holds_its_fields() {
         uid: "uid-pdb".into(),
         resource_version: "10".into(),
     }));
-    assert!(
-        !p.writes
-            .iter()
-            .any(|w| matches!(w, Write::ReleasePdb { .. }))
-    );
+    assert!(!p.writes.iter().any(|w| matches!(
+        w,
+        Write::Annotate {
+            target: Target::Pdb,
+            ..
+        }
+    )));
 }
 
 #[test]

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
+use futures::{StreamExt, stream};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
@@ -28,24 +28,25 @@ use super::limits;
 use super::plan::{self, NamespacePlan, WindowFacts, WindowPlan, World, Write};
 use super::settling;
 use super::timing::{self, Timing};
+use super::unseen::{self, Made};
 use crate::resources::names::{FINALIZER, namespace_field_manager};
 use crate::resources::{Phase, TestWindow, TestWindowStatus};
 use crate::runtime::Scope;
 use crate::runtime::write::is_code;
 
+/// How long a pass waits for the first list of its namespace's pods.
+const NAMESPACE_PODS_SYNC: Duration = Duration::from_secs(30);
+
 /// How many writes of one pass run at once.
 const WRITE_CONCURRENCY: usize = 16;
 
 /// Reconciles a namespace; failures become a Warning Event on its windows, a metric and a
-/// requeue. Passes the gates turn away (out of scope, caches loading, not the leader) are not
-/// timed: they do nothing.
+/// requeue. Passes the gates turn away (out of scope, not the leader) are not timed: they do
+/// nothing.
 pub async fn reconcile(key: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = key.name_any();
     if !ctx.runtime.in_scope(&ns) {
         return Ok(Action::await_change());
-    }
-    if !ctx.synced() {
-        return Ok(Action::requeue(Duration::from_millis(200)));
     }
     // Only the Lease holder writes; a follower looks again soon, so a takeover acts at once.
     if !ctx.runtime.leader.is_leader() {
@@ -59,8 +60,9 @@ pub async fn reconcile(key: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action,
         return Ok(Action::await_change());
     }
     // The namespace's pods are cached from its first window on; its first pass waits for
-    // their list.
-    if !ctx.pods_synced(&ns).await {
+    // their list (at most [`NAMESPACE_PODS_SYNC`]).
+    let scope = Scope::Namespace(ns.clone());
+    if !ctx.stores.pods.synced(scope, NAMESPACE_PODS_SYNC).await {
         debug!(namespace = %ns, "the namespace's pods are not listed yet");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
@@ -86,7 +88,7 @@ pub async fn reconcile(key: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action,
 
 /// Whether a window's pass has nothing left to do: it ended, released, and is not deleted.
 fn settled(window: &TestWindow) -> bool {
-    window.metadata.deletion_timestamp.is_none()
+    !deleted(window)
         && window
             .status
             .as_ref()
@@ -144,27 +146,28 @@ fn decide(
 /// The pass: see the module's documentation.
 async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
     let now = Timestamp::now();
-    let mut windows = ctx.windows_in(ns);
-    delete_retained(ctx, &mut windows, now).await?;
     let world = ctx.world(ns);
-    let (mut decided, mut plan) = decide(ctx, ns, &windows, &world, now);
+    let (mut decided, mut plan) = decide(ctx, ns, &ctx.windows_in(ns), &world, now);
     let mut held = false;
     if plan.releases() {
-        let unreadable;
-        (windows, unreadable) = ctx.fresh_windows(ns).await.map_err(|source| Error::Write {
+        let (windows, unreadable) = ctx.fresh_windows(ns).await.map_err(|source| Error::Write {
             what: "a fresh read of the namespace's windows".into(),
             source,
         })?;
-        delete_retained(ctx, &mut windows, now).await?;
         (decided, plan) = decide(ctx, ns, &windows, &world, now);
-        if unreadable && plan.releases() {
+        held = unreadable && plan.releases();
+        if held {
             warn!(namespace = %ns, "a window of the namespace cannot be read: nothing is released");
             plan.writes.retain(|w| !w.releases());
-            held = true;
         }
     }
-    finalizers(ctx, &decided, None).await?;
-    ctx.hold_back(ns, &mut plan.writes, &world);
+    // A window made with kubectl gets the finalizer (the API creates windows with it) before
+    // anything is written for it.
+    for window in decided.iter().map(|d| &d.window) {
+        if !deleted(window) && !has_finalizer(window) {
+            set_finalizer(ctx, window, true).await?;
+        }
+    }
     for (view, d) in plan.windows.iter_mut().zip(&decided) {
         view.writes.clone_from(&plan.writes);
         if held && !d.facts.active {
@@ -176,158 +179,125 @@ async fn pass(ns: &str, ctx: &Context) -> Result<Action, Error> {
     // The end is recorded before the release (docs/windows.md, "Lifecycle"): whoever watches a
     // window sees it ended, `Ready` False for `Releasing`, before any protection goes, so a
     // window whose status says Active always protects what it selects.
-    let ending: Vec<usize> = decided
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| d.timing.phase.is_final() && !d.previous.phase.is_final())
-        .filter(|(_, d)| d.window.metadata.deletion_timestamp.is_none())
-        .map(|(i, _)| i)
+    let ending: Vec<usize> = (0..decided.len())
+        .filter(|&i| decided[i].timing.phase.is_final() && !decided[i].previous.phase.is_final())
+        .filter(|&i| !deleted(&decided[i].window))
         .collect();
     if plan.releases() && !ending.is_empty() {
-        write_statuses(
-            ctx,
-            &mut decided,
-            &plan.windows,
-            &world,
-            &ending,
-            false,
-            now,
-        )
-        .await?;
+        let views = &plan.windows;
+        write_statuses(ctx, &mut decided, views, &world, &ending, false, now).await?;
     }
 
-    let failure = write_all(ctx, ns, &plan.writes).await;
-    if failure.is_none() {
-        for view in &mut plan.windows {
-            view.writes.clear();
+    let (made, failure) = write_all(ctx, ns, &plan.writes).await;
+    let rest = async {
+        let written = failure.is_none();
+        if written {
+            plan.windows.iter_mut().for_each(|view| view.writes.clear());
         }
-    }
-    let live: Vec<usize> = (0..decided.len())
-        .filter(|i| decided[*i].window.metadata.deletion_timestamp.is_none())
-        .collect();
-    write_statuses(
-        ctx,
-        &mut decided,
-        &plan.windows,
-        &world,
-        &live,
-        failure.is_none(),
-        now,
-    )
-    .await?;
-    finalizers(ctx, &decided, Some(failure.is_none() && !held)).await?;
-    if let Some(err) = failure {
-        return Err(err);
-    }
-    if decided.is_empty() && plan.writes.is_empty() && !ctx.awaits_echoes(ns) {
-        // Nothing of the guard's is left here: the namespace's pods need no cache.
-        ctx.mark_swept(ns, false);
-        ctx.stores.pods.release(&Scope::Namespace(ns.to_string()));
-        return Ok(Action::await_change());
-    }
-    let retention = ctx.args.retention_signed();
-    let next = decided
-        .iter()
-        .zip(&plan.windows)
-        .map(|(d, view)| requeue(&d.timing, view, now, retention))
-        .min()
-        .unwrap_or(Duration::from_secs(300));
-    Ok(Action::requeue(next))
-}
-
-/// Deletes the ended windows of `windows` whose retention is over, and drops them from it.
-async fn delete_retained(
-    ctx: &Context,
-    windows: &mut Vec<Arc<TestWindow>>,
-    now: Timestamp,
-) -> Result<(), Error> {
-    let (max_ttl, retention) = (ctx.args.max_ttl_signed(), ctx.args.retention_signed());
-    let mut kept = Vec::with_capacity(windows.len());
-    for window in windows.drain(..) {
-        let timing = timing::decide(&window, now, max_ttl);
-        if window.metadata.deletion_timestamp.is_none()
-            && timing::retention_over(&timing, now, retention)
-        {
-            info!(window = %window.name_any(), "deleting ended window after its retention");
-            ctx.windows(&window)
-                .delete(&window.name_any(), &DeleteParams::background())
-                .await
-                .map_err(Error::Delete)?;
-            continue;
-        }
-        kept.push(window);
-    }
-    *windows = kept;
-    Ok(())
-}
-
-/// Adds the finalizer to each window that lacks it (one made with kubectl; the API creates
-/// windows with it) before anything is written for it, or, once `released` (the pass's writes
-/// succeeded: what only it wanted is gone), removes it from each deleted window.
-async fn finalizers(
-    ctx: &Context,
-    decided: &[Decided],
-    released: Option<bool>,
-) -> Result<(), Error> {
-    for d in decided {
-        let window = &d.window;
-        let current = window.metadata.finalizers.clone().unwrap_or_default();
-        let has = current.iter().any(|f| f == FINALIZER);
-        let deleted = window.metadata.deletion_timestamp.is_some();
-        let next: Vec<String> = match (released, deleted, has) {
-            (None, false, false) => current.into_iter().chain([FINALIZER.to_string()]).collect(),
-            (Some(true), true, true) => current.into_iter().filter(|f| f != FINALIZER).collect(),
-            _ => continue,
-        };
-        // The resourceVersion read makes the patch refused (409) if the list changed since.
-        let patch = json!({"metadata": {
-            "finalizers": next,
-            "resourceVersion": window.metadata.resource_version,
-        }});
-        let params = PatchParams::default();
-        let patched = ctx
-            .windows(window)
-            .patch(&window.name_any(), &params, &Patch::Merge(&patch))
-            .await;
-        match patched {
-            // A deleted window the cache still shows: its finalizer went in an earlier pass.
-            Err(e) if deleted && is_code(&e, 404) => {}
-            other => {
-                other.map_err(Error::Finalizer)?;
+        let live: Vec<usize> = (0..decided.len())
+            .filter(|&i| !deleted(&decided[i].window))
+            .collect();
+        let views = &plan.windows;
+        write_statuses(ctx, &mut decided, views, &world, &live, written, now).await?;
+        // A deleted window's finalizer goes once the writes that release what only it wanted
+        // have succeeded.
+        let released = written && !held;
+        for window in decided.iter().map(|d| &d.window) {
+            if released && deleted(window) && has_finalizer(window) {
+                set_finalizer(ctx, window, false).await?;
+                ctx.forget(window);
             }
         }
-        if deleted {
-            ctx.forget(window);
+        if let Some(err) = failure {
+            return Err(err);
         }
+        let retention = ctx.args.retention_signed();
+        for d in &decided {
+            if !deleted(&d.window) && timing::retention_over(&d.timing, now, retention) {
+                let name = d.window.name_any();
+                info!(window = %name, "deleting ended window after its retention");
+                let api = ctx.windows(&d.window);
+                api.delete(&name, &DeleteParams::background())
+                    .await
+                    .map_err(Error::Delete)?;
+            }
+        }
+        if decided.is_empty() && plan.writes.is_empty() {
+            // Nothing of the guard's is left here: the namespace's pods need no cache.
+            ctx.swept.lock().expect("swept lock").remove(ns);
+            ctx.stores.pods.release(&Scope::Namespace(ns.to_string()));
+            return Ok(Action::await_change());
+        }
+        let next = decided
+            .iter()
+            .zip(&plan.windows)
+            .map(|(d, view)| requeue(&d.timing, view, now, retention))
+            .min()
+            .unwrap_or(Duration::from_secs(300));
+        Ok(Action::requeue(next))
+    };
+    // The pass ends once the caches show its writes ([`unseen`]): the next pass over the
+    // namespace plans from them.
+    let (result, ()) = tokio::join!(rest, unseen::wait(|| ctx.world(ns), &made));
+    result
+}
+
+fn deleted(window: &TestWindow) -> bool {
+    window.metadata.deletion_timestamp.is_some()
+}
+
+fn has_finalizer(window: &TestWindow) -> bool {
+    window.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+/// Adds the finalizer to the window's (`add`) or removes it; the resourceVersion read makes
+/// the patch refused (409) if the list changed since.
+async fn set_finalizer(ctx: &Context, window: &TestWindow, add: bool) -> Result<(), Error> {
+    let others = window
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned();
+    let next: Vec<String> = others.chain(add.then(|| FINALIZER.to_string())).collect();
+    let patch = json!({"metadata": {
+        "finalizers": next,
+        "resourceVersion": window.metadata.resource_version,
+    }});
+    let params = PatchParams::default();
+    match ctx
+        .windows(window)
+        .patch(&window.name_any(), &params, &Patch::Merge(&patch))
+        .await
+    {
+        // A deleted window the cache still shows: its finalizer went in an earlier pass.
+        Err(e) if !add && is_code(&e, 404) => Ok(()),
+        other => other.map(|_| ()).map_err(Error::Finalizer),
     }
-    Ok(())
 }
 
 /// Makes the writes: the namespace's own first, in parallel, then the releases of an earlier
-/// version's window managers (so an adopted object is never without protection). Remembers
-/// those that succeeded until they are seen back; the first failure, if any.
-async fn write_all(ctx: &Context, ns: &str, writes: &[Write]) -> Option<Error> {
+/// version's window managers (so an adopted object is never without protection). The writes
+/// that succeeded, and the first failure, if any.
+async fn write_all(ctx: &Context, ns: &str, writes: &[Write]) -> (Vec<Made>, Option<Error>) {
     let started = Instant::now();
     let manager = namespace_field_manager(ns);
-    let earlier = |w: &Write| match w {
-        Write::Annotate { manager: m, .. } => *m != manager,
-        Write::ReleasePdb { .. } => true,
-        _ => false,
-    };
-    let (legacy, own): (Vec<Write>, Vec<Write>) = writes.iter().cloned().partition(earlier);
-    let mut failure = None;
+    let (legacy, own): (Vec<&Write>, Vec<&Write>) = writes
+        .iter()
+        .partition(|w| matches!(w, Write::Annotate { manager: m, .. } if *m != manager));
+    let (mut made, mut failure) = (vec![], None);
     for batch in [own, legacy] {
-        let mut results: Vec<Result<Option<String>, Error>> = Vec::with_capacity(batch.len());
-        for chunk in batch.chunks(WRITE_CONCURRENCY) {
-            results.extend(join_all(chunk.iter().map(|w| ctx.writer.write(ns, w))).await);
+        let writing: Vec<_> = batch.iter().map(|w| ctx.writer.write(ns, w)).collect();
+        let results: Vec<_> = stream::iter(writing)
+            .buffered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for (write, result) in batch.into_iter().zip(results) {
+            match result {
+                Ok(version) => made.push((write.clone(), version)),
+                Err(err) => failure = failure.or(Some(err)),
+            }
         }
-        let versions: Vec<Option<String>> = results
-            .iter()
-            .map(|r| r.as_ref().ok().cloned().flatten())
-            .collect();
-        ctx.wrote(ns, &batch, &versions);
-        if let Some(err) = results.into_iter().find_map(Result::err) {
-            failure = Some(err);
+        if failure.is_some() {
             break;
         }
     }
@@ -339,7 +309,7 @@ async fn write_all(ctx: &Context, ns: &str, writes: &[Write]) -> Option<Error> {
         write_ms = started.elapsed().as_millis() as u64,
         "planned and wrote"
     );
-    failure
+    (made, failure)
 }
 
 /// When to look at a window again.

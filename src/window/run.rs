@@ -1,22 +1,21 @@
 //! Starting the window controller: the window watch, the stores and wake-ups it reads, the
-//! controller itself (one pass per namespace at a time, [`super::namespaces`]), and the
-//! start-up that opens its readiness gate.
+//! controller itself (one pass per namespace at a time, [`super::namespaces`]), started once
+//! every cache it reads is synced ([`super::startup`]).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use futures::{StreamExt, future};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::watcher;
 use tracing::{info, warn};
 
 use super::context::{Context, WindowStores};
 use super::namespaces::NamespaceQueue;
-use super::startup::{GATE, startup};
+use super::startup::{self, GATE};
 use super::{WindowArgs, WindowMetrics, apply, reconcile, wakeups};
 use crate::k8s::decoded::Decoded;
 use crate::k8s::signals::Signal;
@@ -25,7 +24,7 @@ use crate::runtime::caches::reflect;
 use crate::runtime::caches::{Caches, ChangeFeed};
 use crate::runtime::controller_runtime::result_of;
 use crate::runtime::events::Events;
-use crate::runtime::{Pods, Runtime, Scope};
+use crate::runtime::{Runtime, Scope};
 
 /// How many namespaces are reconciled at once. A pass mostly waits on the API server (its
 /// writes run in parallel, then the statuses): under a burst of openings in many namespaces, a
@@ -50,38 +49,54 @@ pub async fn run(
     let (queue, woken) = NamespaceQueue::new();
     let queue = Arc::new(queue);
 
-    let (windows, windows_writer) = reflector::store();
+    let (windows, windows_writer) = reflector::store::<TestWindow>();
     // Start-up learns from the stream when the windows are listed.
     let (windows_listed, windows_listed_rx) = tokio::sync::watch::channel(false);
-    let pod_scopes = NamespaceScopes {
-        pods: caches.pods.clone(),
-        windows: windows.clone(),
-        runtime: runtime.clone(),
-    };
     // Windows are read one at a time (one a tenant stored out of range is reported and left
     // out: crate::runtime::refusals), by a watch supervised as every cache's is. Each change
-    // wakes its namespace.
-    let window_queue = queue.clone();
+    // wakes its namespace. The pods of each namespace in scope that has a window are cached,
+    // from its first window until its last one is gone (the events come after the store took
+    // them).
+    let (pods, window_queue, store) = (caches.pods.clone(), queue.clone(), windows.clone());
+    let has_windows = move |ns: &str| {
+        let state = store.state();
+        state
+            .iter()
+            .any(|w| w.metadata.namespace.as_deref() == Some(ns))
+    };
+    let in_scope = {
+        let runtime = runtime.clone();
+        move |ns: &str| runtime.in_scope(ns)
+    };
     let window_task = reflect(
         "testwindows",
         runtime.api::<Decoded<TestWindow>>(),
         watcher::Config::default(),
         windows_writer,
         runtime.ready.clone(),
-        move |event| {
-            pod_scopes.on(&event);
-            match &event {
-                watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
-                    window_queue.wake(&w.namespace().unwrap_or_default());
+        move |event| match event {
+            watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
+                let ns = w.namespace().unwrap_or_default();
+                if in_scope(&ns) {
+                    pods.want(Scope::Namespace(ns.clone()));
                 }
-                watcher::Event::Delete(w) => {
-                    window_queue.wake_known(&w.namespace().unwrap_or_default());
-                }
-                watcher::Event::InitDone => {
-                    windows_listed.send_replace(true);
-                }
-                watcher::Event::Init => {}
+                window_queue.wake(&ns);
             }
+            watcher::Event::Delete(w) => {
+                let ns = w.namespace().unwrap_or_default();
+                if !has_windows(&ns) {
+                    pods.release(&Scope::Namespace(ns.clone()));
+                }
+                window_queue.wake_known(&ns);
+            }
+            watcher::Event::InitDone => {
+                pods.retain(|scope| match scope {
+                    Scope::Namespace(ns) => has_windows(ns),
+                    Scope::Node(_) | Scope::Pod(..) => true,
+                });
+                windows_listed.send_replace(true);
+            }
+            watcher::Event::Init => {}
         },
     );
 
@@ -91,15 +106,17 @@ pub async fn run(
         &runtime.ready,
     );
     let claim_resource = wakeups::discover_node_claims(&client).await;
-    let (node_claims, claims_task) = match &claim_resource {
-        Some(ar) => {
-            let pods = caches.pods.clone();
-            let (store, task) =
-                wakeups::node_claims(&client, &runtime.ready, ar, queue.clone(), pods);
-            (Some(store), Some(task))
-        }
-        None => (None, None),
-    };
+    let (node_claims, claims_task) = (claim_resource.as_ref())
+        .map(|ar| {
+            wakeups::node_claims(
+                &client,
+                &runtime.ready,
+                ar,
+                queue.clone(),
+                caches.pods.clone(),
+            )
+        })
+        .unzip();
     let stores = WindowStores {
         windows: windows.clone(),
         pods: caches.pods.clone(),
@@ -123,9 +140,7 @@ pub async fn run(
         },
         queue: queue.clone(),
         events: Events::new(&runtime),
-        synced: AtomicBool::new(false),
         written: Default::default(),
-        unseen: Default::default(),
         swept: Default::default(),
     });
 
@@ -134,26 +149,35 @@ pub async fn run(
         wakeups::nodes(feed.nodes, ctx.clone()),
         wakeups::pdbs(feed.pdbs, ctx.clone()),
     ];
-    tokio::spawn(startup(ctx.clone(), caches, windows_listed_rx));
-
     info!(namespaces = ?namespaces, "window controller starting");
-    let queued = ctx.metrics.queue.clone();
-    let never = futures::stream::pending::<Result<Namespace, watcher::Error>>();
-    Controller::for_stream(never, queue.store())
-        .reconcile_on(wakeups::receive(woken).inspect(move |key| queued.added(&key.name)))
-        .with_config(ControllerConfig::default().concurrency(RECONCILE_CONCURRENCY))
-        .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
-        .run(counted_reconcile, reconcile::error_policy, ctx)
-        .for_each(|result| {
-            // Reconcile failures are logged (and made Events) by the reconciler itself.
-            if let Err(err) = result
-                && !matches!(err, kube::runtime::controller::Error::ReconcilerFailed(..))
-            {
-                warn!(error = %err, "window controller");
-            }
-            future::ready(())
-        })
-        .await;
+    // No decision is taken on a partial view: the controller runs once every cache is synced
+    // (the namespaces woken meanwhile wait in the queue).
+    let synced = tokio::select! {
+        synced = startup::synced(&ctx, &caches, windows_listed_rx) => synced,
+        () = runtime.shutdown.cancelled() => false,
+    };
+    if synced {
+        runtime.ready.mark_synced(GATE);
+        info!("window controller synced");
+        tokio::spawn(startup::sweeps(ctx.clone()));
+        let queued = ctx.metrics.queue.clone();
+        let never = futures::stream::pending::<Result<Namespace, watcher::Error>>();
+        Controller::for_stream(never, queue.store())
+            .reconcile_on(woken.inspect(move |key| queued.added(&key.name)))
+            .with_config(ControllerConfig::default().concurrency(RECONCILE_CONCURRENCY))
+            .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
+            .run(counted_reconcile, reconcile::error_policy, ctx)
+            .for_each(|result| {
+                // Reconcile failures are logged (and made Events) by the reconciler itself.
+                if let Err(err) = result
+                    && !matches!(err, kube::runtime::controller::Error::ReconcilerFailed(..))
+                {
+                    warn!(error = %err, "window controller");
+                }
+                future::ready(())
+            })
+            .await;
+    }
     sts_task.abort();
     window_task.abort();
     for task in feeds.into_iter().chain(claims_task) {
@@ -172,45 +196,4 @@ async fn counted_reconcile(
     let result = reconcile::reconcile(key, ctx.clone()).await;
     ctx.metrics.controller.reconciled(result_of(&result));
     result
-}
-
-/// Keeps the pods of each namespace that has a window cached, from the window watch's events
-/// (after the window store took them): a namespace's pods are watched from its first window
-/// until its last one is gone. Namespaces out of the operator's scope are never watched.
-struct NamespaceScopes {
-    pods: Pods,
-    windows: Store<TestWindow>,
-    runtime: Runtime,
-}
-
-impl NamespaceScopes {
-    fn on(&self, event: &watcher::Event<TestWindow>) {
-        let has_windows = |ns: &str| {
-            self.windows
-                .state()
-                .iter()
-                .any(|w| w.metadata.namespace.as_deref() == Some(ns))
-        };
-        match event {
-            watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
-                if let Some(ns) = &w.metadata.namespace
-                    && self.runtime.in_scope(ns)
-                {
-                    self.pods.want(Scope::Namespace(ns.clone()));
-                }
-            }
-            watcher::Event::Delete(w) => {
-                if let Some(ns) = &w.metadata.namespace
-                    && !has_windows(ns)
-                {
-                    self.pods.release(&Scope::Namespace(ns.clone()));
-                }
-            }
-            watcher::Event::InitDone => self.pods.retain(|scope| match scope {
-                Scope::Namespace(ns) => has_windows(ns),
-                Scope::Node(_) | Scope::Pod(..) => true,
-            }),
-            watcher::Event::Init => {}
-        }
-    }
 }

@@ -1,11 +1,11 @@
-//! After the window controller starts: wait for every cache, open the readiness gate, then
+//! Before the window controller runs: wait for every cache it reads; then, while it runs,
 //! sweep for leftovers whenever this replica leads.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::FutureExt;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::context::Context;
@@ -15,36 +15,28 @@ use crate::runtime::caches::Caches;
 /// The window controller's readiness gate: registered at its start, open once synced.
 pub(super) const GATE: &str = "window-controller";
 
-/// Waits for every cache, opens the readiness gate, then sweeps leftovers whenever this
-/// replica leads: at once, and every [`sweep::SWEEP_INTERVAL`] after.
-pub(super) async fn startup(
-    ctx: Arc<Context>,
-    caches: Caches,
-    mut windows_listed: tokio::sync::watch::Receiver<bool>,
-) {
+/// Waits until every cache the controller reads has its first list (`windows_listed`: the
+/// windows'), warning every 5 s of those still syncing; false if a watch stopped first.
+pub(super) async fn synced(
+    ctx: &Context,
+    caches: &Caches,
+    mut windows_listed: watch::Receiver<bool>,
+) -> bool {
     let s = &ctx.stores;
     let listed = windows_listed.clone();
     let waits = async {
-        if !caches.wait_until_ready().await {
-            return Err(());
-        }
-        windows_listed
-            .wait_for(|listed| *listed)
-            .await
-            .map_err(|_| ())?;
-        s.stateful_sets.wait_until_ready().await.map_err(|_| ())?;
-        if let Some(claims) = &s.node_claims {
-            claims.wait_until_ready().await.map_err(|_| ())?;
-        }
-        Ok(())
+        caches.wait_until_ready().await
+            && windows_listed.wait_for(|listed| *listed).await.is_ok()
+            && s.stateful_sets.wait_until_ready().await.is_ok()
+            && match &s.node_claims {
+                Some(claims) => claims.wait_until_ready().await.is_ok(),
+                None => true,
+            }
     };
     tokio::pin!(waits);
     loop {
         tokio::select! {
-            done = &mut waits => match done {
-                Ok(()) => break,
-                Err(_) => return,
-            },
+            synced = &mut waits => return synced,
             () = tokio::time::sleep(Duration::from_secs(5)) => {
                 let pending: Vec<&str> = [
                     ("windows", *listed.borrow()),
@@ -59,16 +51,12 @@ pub(super) async fn startup(
             }
         }
     }
-    ctx.synced.store(true, Ordering::Release);
-    ctx.runtime.ready.mark_synced(GATE);
-    info!("window controller synced");
-    sweeps(&ctx).await;
 }
 
 /// Runs the sweep while this replica leads until shutdown: once at once (retried briefly if
 /// listing windows fails), then every [`sweep::SWEEP_INTERVAL`]. The sweep writes, so only the
 /// leader runs it: a follower sweeps as soon as it takes over.
-async fn sweeps(ctx: &Context) {
+pub(super) async fn sweeps(ctx: Arc<Context>) {
     let mut leader = ctx.runtime.leader.clone();
     let shutdown = ctx.runtime.shutdown.clone();
     let mut runs: u64 = 0;
@@ -79,7 +67,7 @@ async fn sweeps(ctx: &Context) {
         }
         let all_pods = runs.is_multiple_of(sweep::FULL_SWEEP_EVERY);
         let pods = if all_pods { "all" } else { "cached" };
-        let pause = match sweep::sweep(ctx, all_pods).await {
+        let pause = match sweep::sweep(&ctx, all_pods).await {
             Ok(found) => {
                 if runs == 0 || found > 0 {
                     info!(found, first = runs == 0, pods, "sweep done");

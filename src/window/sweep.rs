@@ -18,9 +18,11 @@
 //! install's namespace).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
 use kube::core::PartialObjectMeta;
 use kube::{Api, Resource};
@@ -31,8 +33,8 @@ use super::pdbs::is_guard_pdb;
 use super::plan::{Target, Write};
 use crate::k8s::decoded::Decoded;
 use crate::k8s::fields::guard_managers;
+use crate::resources::TestWindow;
 use crate::resources::names::namespace_field_manager;
-use crate::resources::{PodDigest, TestWindow};
 use crate::runtime::Scope;
 
 /// How often the leader sweeps. Protection no live window wants (its last window ended or
@@ -61,47 +63,33 @@ fn is_uid(suffix: &str) -> bool {
         })
 }
 
-/// Sorts the guard's traces on one object: `namespace` is the object's (none for a node or a
-/// NodeClaim), `live` the UIDs of the windows that exist, `in_scope` whether the operator serves
-/// a namespace.
-pub fn trace<K: Resource>(
+/// Sorts the guard's traces on one object (`meta`; no namespace for a node or a NodeClaim):
+/// `live` the UIDs of the windows that exist, `in_scope` whether the operator serves a
+/// namespace.
+pub fn trace(
     target: Target,
-    object: &K,
+    meta: &ObjectMeta,
     live: &BTreeSet<String>,
     in_scope: impl Fn(&str) -> bool,
     found: &mut Found,
 ) {
-    let meta = object.meta();
-    for suffix in guard_managers(meta) {
-        if live.contains(&suffix) {
-            continue;
-        }
-        match &meta.namespace {
-            Some(ns) if in_scope(ns) => {
-                found.namespaces.insert(ns.clone());
+    for suffix in guard_managers(meta)
+        .into_iter()
+        .filter(|s| !live.contains(s))
+    {
+        let ns = match &meta.namespace {
+            Some(ns) => in_scope(ns).then(|| ns.clone()),
+            None if in_scope(&suffix) => Some(suffix),
+            None if is_uid(&suffix) => {
+                let manager = namespace_field_manager(&suffix);
+                found
+                    .releases
+                    .push(Write::annotate(target, meta, manager, Default::default()));
+                None
             }
-            Some(_) => {}
-            None if in_scope(&suffix) => {
-                found.namespaces.insert(suffix);
-            }
-            None if is_uid(&suffix) => found.releases.push(Write::Annotate {
-                target,
-                name: meta.name.clone().unwrap_or_default(),
-                uid: meta.uid.clone().unwrap_or_default(),
-                manager: namespace_field_manager(&suffix),
-                annotations: Default::default(),
-            }),
-            None => {}
-        }
-    }
-}
-
-/// A cached pod's metadata, as a list of metadata would give it.
-fn metadata_of(pod: &PodDigest) -> PartialObjectMeta<Pod> {
-    PartialObjectMeta {
-        types: None,
-        metadata: pod.metadata.clone(),
-        _phantom: std::marker::PhantomData,
+            None => None,
+        };
+        found.namespaces.extend(ns);
     }
 }
 
@@ -109,39 +97,28 @@ fn metadata_of(pod: &PodDigest) -> PartialObjectMeta<Pod> {
 /// the namespaces found to their pass and releases what no pass can; returns how many it found.
 pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> {
     let in_scope = |ns: &str| ctx.runtime.in_scope(ns);
-    // Pods with a guard field manager: few, so they are kept; the others are dropped page by
-    // page.
-    let mut pods: Vec<std::sync::Arc<PartialObjectMeta<Pod>>> = vec![];
-    let mut keep = |page: Vec<std::sync::Arc<PartialObjectMeta<Pod>>>| {
-        pods.extend(
-            page.into_iter()
-                .filter(|p| !guard_managers(&p.metadata).is_empty()),
-        );
-    };
+    // Pods the guard wrote to (few, so they are kept; the others are dropped page by page).
+    let written = |meta: &&ObjectMeta| !guard_managers(meta).is_empty();
+    let mut pods: Vec<ObjectMeta> = vec![];
+    let pages = ctx.stores.pods.clone();
     if all_pods {
-        ctx.stores.pods.each_page(&mut keep).await?;
+        let page = |page: Vec<Arc<PartialObjectMeta<Pod>>>| {
+            pods.extend(page.iter().map(|p| &p.metadata).filter(written).cloned());
+        };
+        pages.each_page(page).await?;
     } else {
-        for scope in ctx.stores.pods.scopes() {
+        for scope in pages.scopes() {
             let cached = match &scope {
-                Scope::Namespace(ns) => ctx.stores.pods.in_namespace(ns),
-                Scope::Node(node) => ctx.stores.pods.on_node(node),
-                Scope::Pod(ns, name) => ctx.stores.pods.get(ns, name).into_iter().collect(),
+                Scope::Namespace(ns) => pages.in_namespace(ns),
+                Scope::Node(node) => pages.on_node(node),
+                Scope::Pod(ns, name) => pages.get(ns, name).into_iter().collect(),
             };
-            // Only pods the guard wrote to are copied.
-            let written = cached
-                .iter()
-                .filter(|p| !guard_managers(&p.metadata).is_empty());
-            keep(
-                written
-                    .map(|p| std::sync::Arc::new(metadata_of(p)))
-                    .collect(),
-            );
+            pods.extend(cached.iter().map(|p| &p.metadata).filter(written).cloned());
         }
     }
-    let pdbs = ctx.stores.pdbs.state();
-    let nodes = ctx.stores.nodes.state();
-    let claims = ctx
-        .stores
+    let stores = &ctx.stores;
+    let nodes = stores.nodes.state();
+    let claims = stores
         .node_claims
         .as_ref()
         .map(|s| s.state())
@@ -159,28 +136,19 @@ pub async fn sweep(ctx: &Context, all_pods: bool) -> Result<usize, kube::Error> 
             .collect();
 
     let mut found = Found::default();
-    for pod in &pods {
-        trace(Target::Pod, pod.as_ref(), &live, in_scope, &mut found);
+    let objects = (pods.iter().map(|p| (Target::Pod, p)))
+        .chain(nodes.iter().map(|n| (Target::Node, &n.metadata)))
+        .chain(claims.iter().map(|c| (Target::NodeClaim, &c.metadata)));
+    for (target, meta) in objects {
+        trace(target, meta, &live, in_scope, &mut found);
     }
-    for node in &nodes {
-        trace(Target::Node, node.as_ref(), &live, in_scope, &mut found);
-    }
-    for claim in &claims {
-        trace(
-            Target::NodeClaim,
-            claim.as_ref(),
-            &live,
-            in_scope,
-            &mut found,
-        );
-    }
-    for pdb in pdbs.iter().filter(|p| is_guard_pdb(p)) {
+    for pdb in stores.pdbs.state().iter().filter(|p| is_guard_pdb(p)) {
         if let Some(ns) = pdb.metadata.namespace.as_ref().filter(|ns| in_scope(ns)) {
             found.namespaces.insert(ns.clone());
         }
     }
     for ns in &found.namespaces {
-        ctx.mark_swept(ns, true);
+        ctx.swept.lock().expect("swept lock").insert(ns.clone());
         ctx.queue.wake(ns);
     }
     for write in &found.releases {
@@ -238,7 +206,13 @@ mod tests {
         let managers: Vec<&str> = managers.iter().map(String::as_str).collect();
         let mut found = Found::default();
         let in_scope = |ns: &str| ns == "shop";
-        trace(Target::Node, &node(&managers), &live, in_scope, &mut found);
+        trace(
+            Target::Node,
+            &node(&managers).metadata,
+            &live,
+            in_scope,
+            &mut found,
+        );
         assert_eq!(found.namespaces, BTreeSet::from(["shop".to_string()]));
         assert_eq!(found.releases.len(), 1, "{found:?}");
         assert!(matches!(
@@ -254,7 +228,7 @@ mod tests {
         let mut found = Found::default();
         trace(
             Target::Node,
-            &node(&[&manager]),
+            &node(&[&manager]).metadata,
             &BTreeSet::new(),
             |_| true,
             &mut found,
@@ -270,7 +244,7 @@ mod tests {
         let mut found = Found::default();
         trace(
             Target::Pod,
-            &pod,
+            &pod.metadata,
             &BTreeSet::new(),
             |ns| ns == "shop",
             &mut found,

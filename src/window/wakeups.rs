@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
@@ -25,51 +26,51 @@ use crate::runtime::caches::reflect;
 use crate::runtime::reflect::Source;
 use crate::runtime::{Pods, Readiness};
 
-/// Wakes the namespace of each changed pod, until the feed ends.
-pub fn pods(mut changed: UnboundedReceiver<Arc<PodDigest>>, ctx: Arc<Context>) -> JoinHandle<()> {
+/// Hands each item of `feed` to `on`, until the feed ends.
+fn each<T: Send + 'static>(
+    mut feed: UnboundedReceiver<T>,
+    mut on: impl FnMut(T) + Send + 'static,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let pods = ctx.stores.pods.clone();
-        let mut seen = Changes::default();
-        while let Some(pod) = changed.recv().await {
-            let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let now = pods.get(&ns, &name).is_some().then(|| changes::pod(&pod));
-            let present = |key: &str| {
-                let (ns, name) = key.split_once('/').unwrap_or_default();
-                pods.get(ns, name).is_some()
-            };
-            if seen.changed(format!("{ns}/{name}"), now, present) {
-                ctx.queue.wake_known(&ns);
-            }
+        while let Some(item) = feed.recv().await {
+            on(item);
+        }
+    })
+}
+
+/// Wakes the namespace of each changed pod, until the feed ends.
+pub fn pods(changed: UnboundedReceiver<Arc<PodDigest>>, ctx: Arc<Context>) -> JoinHandle<()> {
+    let mut seen = Changes::default();
+    each(changed, move |pod| {
+        let pods = &ctx.stores.pods;
+        let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        let now = pods.get(&ns, &name).is_some().then(|| changes::pod(&pod));
+        let present = |key: &str| {
+            let (ns, name) = key.split_once('/').unwrap_or_default();
+            pods.get(ns, name).is_some()
+        };
+        if seen.changed(format!("{ns}/{name}"), now, present) {
+            ctx.queue.wake_known(&ns);
         }
     })
 }
 
 /// Wakes the namespaces a node's change concerns, until the feed ends.
-pub fn nodes(mut changed: UnboundedReceiver<Arc<Node>>, ctx: Arc<Context>) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let nodes = ctx.stores.nodes.clone();
-        let mut seen = Changes::default();
-        while let Some(node) = changed.recv().await {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            let stored = nodes.get(&ObjectRef::new(&name)).is_some();
-            let now = stored.then(|| changes::node(&node));
-            let present = |key: &str| nodes.get(&ObjectRef::new(key)).is_some();
-            if seen.changed(name.clone(), now, present) {
-                wake_node(&ctx.queue, &ctx.stores.pods, &name, &node.metadata);
-            }
+pub fn nodes(changed: UnboundedReceiver<Arc<Node>>, ctx: Arc<Context>) -> JoinHandle<()> {
+    let mut seen = Changes::default();
+    each(changed, move |node| {
+        let present = |name: &str| ctx.stores.nodes.get(&ObjectRef::new(name)).is_some();
+        let name = node.name_any();
+        let now = present(&name).then(|| changes::node(&node));
+        if seen.changed(name.clone(), now, present) {
+            wake_node(&ctx.queue, &ctx.stores.pods, &name, &node.metadata);
         }
     })
 }
 
 /// Wakes the namespaces with a pod on `node` and those whose manager wrote to it (`meta`: the
 /// node's or its NodeClaim's).
-fn wake_node(
-    queue: &NamespaceQueue,
-    pods: &Pods,
-    node: &str,
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) {
+fn wake_node(queue: &NamespaceQueue, pods: &Pods, node: &str, meta: &ObjectMeta) {
     let mut namespaces = guard_managers(meta);
     if !node.is_empty() {
         namespaces.extend(pods.on_node(node).iter().filter_map(|p| p.namespace()));
@@ -81,16 +82,14 @@ fn wake_node(
 
 /// Wakes the namespace of each PDB that changed or went, until the feed ends.
 pub fn pdbs(
-    mut events: UnboundedReceiver<watcher::Event<PodDisruptionBudget>>,
+    events: UnboundedReceiver<watcher::Event<PodDisruptionBudget>>,
     ctx: Arc<Context>,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
-            if let watcher::Event::Apply(pdb) | watcher::Event::Delete(pdb) = event
-                && let Some(ns) = pdb.namespace()
-            {
-                ctx.queue.wake_known(&ns);
-            }
+    each(events, move |event| {
+        if let watcher::Event::Apply(pdb) | watcher::Event::Delete(pdb) = event
+            && let Some(ns) = pdb.namespace()
+        {
+            ctx.queue.wake_known(&ns);
         }
     })
 }
@@ -107,23 +106,22 @@ pub fn node_claims(
 ) -> (Store<DynamicObject>, JoinHandle<()>) {
     let writer = reflector::store::Writer::new(ar.clone());
     let store = writer.as_reader();
-    let claims = store.clone();
+    let (claims, claim_ar) = (store.clone(), ar.clone());
     let mut seen = Changes::default();
-    let mut on_claim = {
-        let ar = ar.clone();
-        move |claim: DynamicObject| {
-            let name = claim.name_any();
-            let stored = |name: &str| claims.get(&ObjectRef::new_with(name, ar.clone())).is_some();
-            let now = stored(&name).then(|| changes::node_claim(&claim));
-            if !seen.changed(name, now, stored) {
-                return;
-            }
+    let mut on_claim = move |claim: DynamicObject| {
+        let stored = |name: &str| {
+            claims
+                .get(&ObjectRef::new_with(name, claim_ar.clone()))
+                .is_some()
+        };
+        let name = claim.name_any();
+        let now = stored(&name).then(|| changes::node_claim(&claim));
+        if seen.changed(name, now, stored) {
             let node = claim
                 .data
                 .pointer("/status/nodeName")
-                .and_then(|v| v.as_str())
-                .unwrap_or_default();
-            wake_node(&queue, &pods, node, &claim.metadata);
+                .and_then(|v| v.as_str());
+            wake_node(&queue, &pods, node.unwrap_or_default(), &claim.metadata);
         }
     };
     let task = reflect(
@@ -148,18 +146,7 @@ pub fn node_claims(
 /// Karpenter's NodeClaim resource, when the cluster serves it.
 pub async fn discover_node_claims(client: &Client) -> Option<ApiResource> {
     let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
-    match kube::discovery::pinned_kind(client, &gvk).await {
-        Ok((ar, _)) => {
-            info!("Karpenter NodeClaims found: their nodes' claims are protected too");
-            Some(ar)
-        }
-        Err(_) => None,
-    }
-}
-
-/// The items of a channel as a stream.
-pub fn receive<T>(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> impl futures::Stream<Item = T> {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    let (ar, _) = kube::discovery::pinned_kind(client, &gvk).await.ok()?;
+    info!("Karpenter NodeClaims found: their nodes' claims are protected too");
+    Some(ar)
 }
