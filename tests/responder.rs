@@ -37,6 +37,27 @@ async fn served(client: &Client) -> bool {
         .is_ok_and(|l| l.resources.iter().any(|r| r.name == "evictionrequests"))
 }
 
+/// Whether a test skips, saying why: the cluster does not serve `lifecycle.k8s.io/v1alpha1`.
+async fn skips(client: &Client) -> bool {
+    let skip = !served(client).await;
+    if skip {
+        println!(
+            "skipped: the cluster does not serve lifecycle.k8s.io/v1alpha1 (start it with --kubernetes 1.38.0-beta.0 --feature-gates EvictionRequestAPI=true)"
+        );
+    }
+    skip
+}
+
+/// Two Ready nodes and a lone replica `web` whose template lists the responder: its Ready pod.
+async fn lone_web_listing_the_responder(client: &Client, ns: &str) -> Pod {
+    create_ready_node(client, ns, &format!("{ns}-a")).await;
+    create_ready_node(client, ns, &format!("{ns}-b")).await;
+    let mut web = serde_json::to_value(lone(ns, "web").starts_in("2s").build()).unwrap();
+    web["metadata"]["namespace"] = json!(ns);
+    apply(&listing_responder(web));
+    ready_pod(client, ns, "web").await
+}
+
 fn api(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("lifecycle.k8s.io", "v1alpha1", kind);
     let plural = format!("{}s", kind.to_lowercase());
@@ -137,17 +158,11 @@ async fn until_evicted(client: &Client, ns: &str, request: &str) -> String {
 #[tokio::test]
 async fn a_lone_replica_listing_the_responder_is_rolled_out_with_zero_downtime() {
     with_namespace(|client, ns| async move {
-        if !served(&client).await {
-            println!("skipped: the cluster does not serve lifecycle.k8s.io/v1alpha1 (start it with --kubernetes 1.38.0-beta.0 --feature-gates EvictionRequestAPI=true)");
+        if skips(&client).await {
             return;
         }
-        create_ready_node(&client, &ns, &format!("{ns}-a")).await;
-        create_ready_node(&client, &ns, &format!("{ns}-b")).await;
         let op = Operator::start(&ns, &["--respond-evictions"]).await;
-        let mut web = serde_json::to_value(lone(&ns, "web").starts_in("2s").build()).unwrap();
-        web["metadata"]["namespace"] = json!(ns);
-        apply(&listing_responder(web));
-        let pod = ready_pod(&client, &ns, "web").await;
+        let pod = lone_web_listing_the_responder(&client, &ns).await;
 
         let sampler = Sampler::start(&client, &ns, &["web"]);
         let request = request_eviction(&client, &ns, &pod).await;
@@ -156,19 +171,38 @@ async fn a_lone_replica_listing_the_responder_is_rolled_out_with_zero_downtime()
         let entry = our_entry(&client, &ns, pod.metadata.name.as_deref().unwrap())
             .await
             .expect("the guard's entry");
-        println!("TargetEvicted reason {reason}; samples {}, without a ready pod {}; entry {entry}",
-            samples.rounds, samples.downtime_samples());
+        println!(
+            "TargetEvicted reason {reason}; samples {}, without a ready pod {}; entry {entry}",
+            samples.rounds,
+            samples.downtime_samples()
+        );
         assert_eq!(samples.downtime_samples(), 0, "{samples:?}");
         assert!(entry["completionTime"].is_string(), "{entry}");
         assert!(entry["heartbeatTime"].is_string(), "{entry}");
-        let d = Api::<Deployment>::namespaced(client.clone(), &ns).get("web").await.unwrap();
-        let restarted = d.spec.unwrap().template.metadata.unwrap().annotations.unwrap_or_default();
-        assert!(restarted.contains_key("kubectl.kubernetes.io/restartedAt"), "{restarted:?}");
+        let d = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get("web")
+            .await
+            .unwrap();
+        let restarted = d
+            .spec
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap_or_default();
+        assert!(
+            restarted.contains_key("kubectl.kubernetes.io/restartedAt"),
+            "{restarted:?}"
+        );
         let ready = ready_pods(&client, &ns, "web").await;
         assert_eq!(ready.len(), 1);
         assert_ne!(ready[0].metadata.uid, pod.metadata.uid);
         let metrics = op.metrics().await;
-        assert!(metrics.contains("disruption_guard_respond_responses_total{outcome=\"completed\"} 1"), "{metrics}");
+        assert!(
+            metrics.contains("disruption_guard_respond_responses_total{outcome=\"completed\"} 1"),
+            "{metrics}"
+        );
     })
     .await;
 }
@@ -176,12 +210,9 @@ async fn a_lone_replica_listing_the_responder_is_rolled_out_with_zero_downtime()
 #[tokio::test]
 async fn the_responder_rolls_out_with_only_the_charts_rbac() {
     with_namespace(|client, ns| async move {
-        if !served(&client).await {
-            println!("skipped: the cluster does not serve lifecycle.k8s.io/v1alpha1 (start it with --kubernetes 1.38.0-beta.0 --feature-gates EvictionRequestAPI=true)");
+        if skips(&client).await {
             return;
         }
-        create_ready_node(&client, &ns, &format!("{ns}-a")).await;
-        create_ready_node(&client, &ns, &format!("{ns}-b")).await;
         // The chart's ServiceAccount, RBAC and admission policy with the responder enabled; the
         // operator as the chart starts it (leader election, the chart's flags for the responder).
         let identity = ChartIdentity::install_with(&ns, &["--set", "respond.enabled=true"]);
@@ -198,10 +229,7 @@ async fn the_responder_rolls_out_with_only_the_charts_rbac() {
             identity.kubeconfig.clone(),
         )
         .await;
-        let mut web = serde_json::to_value(lone(&ns, "web").starts_in("2s").build()).unwrap();
-        web["metadata"]["namespace"] = json!(ns);
-        apply(&listing_responder(web));
-        let pod = ready_pod(&client, &ns, "web").await;
+        let pod = lone_web_listing_the_responder(&client, &ns).await;
 
         let request = request_eviction(&client, &ns, &pod).await;
         until_evicted(&client, &ns, &request).await;
@@ -243,8 +271,7 @@ async fn restarted_at(client: &Client, ns: &str, name: &str) -> Option<String> {
 #[tokio::test]
 async fn a_guard_killed_mid_response_resumes_it_after_a_restart() {
     with_namespace(|client, ns| async move {
-        if !served(&client).await {
-            println!("skipped: the cluster does not serve lifecycle.k8s.io/v1alpha1");
+        if skips(&client).await {
             return;
         }
         create_ready_node(&client, &ns, &format!("{ns}-a")).await;
@@ -318,8 +345,7 @@ async fn a_guard_killed_mid_response_resumes_it_after_a_restart() {
 #[tokio::test]
 async fn a_withdrawn_request_stops_the_response() {
     with_namespace(|client, ns| async move {
-        if !served(&client).await {
-            println!("skipped: the cluster does not serve lifecycle.k8s.io/v1alpha1");
+        if skips(&client).await {
             return;
         }
         let node = format!("{ns}-a");
@@ -374,8 +400,7 @@ async fn a_withdrawn_request_stops_the_response() {
 #[tokio::test]
 async fn a_statefulset_pod_is_handed_over_to_the_imperative_evictor() {
     with_namespace(|client, ns| async move {
-        if !served(&client).await {
-            println!("skipped: the cluster does not serve lifecycle.k8s.io/v1alpha1");
+        if skips(&client).await {
             return;
         }
         create_ready_node(&client, &ns, &format!("{ns}-a")).await;
