@@ -17,13 +17,14 @@ use serde_json::json;
 
 use super::decide::Progress;
 use super::eviction::{Eviction, GROUP, VERSION};
-use crate::k8s::references::{controller_of, reference};
+use crate::k8s::references::reference;
 use crate::resources::names::{RESPONDER, RESPONDER_FIELD_MANAGER};
 use crate::rollout::restart::{self, Cause, Check, Outcome, Rollouts};
 use crate::rollout::target::{NodeRef, Target};
 use crate::runtime::Scope;
 use crate::runtime::caches::Caches;
 use crate::runtime::events::Note;
+use crate::runtime::lookup;
 use crate::runtime::write;
 
 /// Action of the responder's Events.
@@ -53,40 +54,26 @@ pub fn scope(eviction: &Eviction) -> Option<Scope> {
     Some(Scope::Pod(ns, eviction.pod()?.name.clone()))
 }
 
-/// Reads the pod of `eviction` from its [`scope`] and, following its controller references,
-/// its ReplicaSet, Deployment and node from the shared caches.
+/// Reads the pod of `eviction` from its [`scope`] and its node, ReplicaSet and Deployment from
+/// the shared caches (the owner chain as the drain watcher and the webhook follow it).
 pub fn read(caches: &Caches, eviction: &Eviction) -> Reads {
     let ns = eviction.metadata.namespace.as_deref().unwrap_or_default();
-    let Some(target) = eviction.pod() else {
+    let Some(pod) = eviction
+        .pod()
+        .and_then(|target| caches.pods.get(ns, &target.name))
+        .map(|p| p.to_pod())
+    else {
         return Reads::default();
     };
-    let pod = caches.pods.get(ns, &target.name).map(|p| p.to_pod());
-    let mut reads = Reads {
-        pod,
-        ..Reads::default()
-    };
-    let Some(pod) = reads.pod.as_ref() else {
-        return reads;
-    };
-    if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-        reads.node = caches.nodes.get(&ObjectRef::new(node));
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let (replica_set, deployment) =
+        lookup::owner_chain(&caches.replica_sets, &caches.deployments, &pod);
+    Reads {
+        node: node.and_then(|n| caches.nodes.get(&ObjectRef::new(n))),
+        replica_set,
+        deployment,
+        pod: Some(pod),
     }
-    let Some(rs) = controller_of(&pod.metadata).filter(|o| o.kind == "ReplicaSet") else {
-        return reads;
-    };
-    reads.replica_set = caches
-        .replica_sets
-        .get(&ObjectRef::new(&rs.name).within(ns));
-    let deployment = reads
-        .replica_set
-        .as_ref()
-        .and_then(|rs| controller_of(&rs.metadata))
-        .filter(|o| o.kind == "Deployment")
-        .map(|o| o.name.clone());
-    if let Some(name) = deployment {
-        reads.deployment = caches.deployments.get(&ObjectRef::new(&name).within(ns));
-    }
-    reads
 }
 
 /// Writes the guard's entry of `eviction`'s `status.responders` (server-side apply, forced,
