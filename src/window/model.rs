@@ -35,7 +35,6 @@ pub struct World {
 #[derive(Debug, Clone)]
 pub struct WindowFacts {
     pub uid: String,
-    pub name: String,
     pub namespace: String,
     pub selector: LabelSelector,
     pub protect: Protect,
@@ -52,7 +51,6 @@ impl WindowFacts {
     pub fn of(window: &TestWindow, active: bool, expires_at: Timestamp) -> Self {
         Self {
             uid: window.metadata.uid.clone().unwrap_or_default(),
-            name: window.metadata.name.clone().unwrap_or_default(),
             namespace: window.metadata.namespace.clone().unwrap_or_default(),
             selector: window.spec.selector.clone(),
             protect: window.spec.protect.clone(),

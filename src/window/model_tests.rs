@@ -225,7 +225,6 @@ impl Cluster {
         };
         self.windows.push(WindowFacts {
             uid: format!("w{}", self.next_uid),
-            name: format!("w{}", self.next_uid),
             namespace: NS.into(),
             selector: serde_json::from_value(selector).unwrap(),
             protect: Protect {

@@ -38,7 +38,6 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
 fn view(uid: &str, active: bool) -> WindowFacts {
     WindowFacts {
         uid: uid.into(),
-        name: format!("w-{uid}"),
         namespace: NS.into(),
         selector: serde_json::from_value(json!({"matchLabels": {"app": "api"}})).unwrap(),
         protect: Protect::default(),

@@ -190,7 +190,6 @@ mod tests {
     fn facts(active: bool) -> WindowFacts {
         WindowFacts {
             uid: "u1".into(),
-            name: "w".into(),
             namespace: "shop".into(),
             selector: Default::default(),
             protect: Protect::default(),
